@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The project's test command (README.md, .ci/run): setup, lint, then the whole pytest suite.
+#   scripts/test.sh [pytest args...]
+# Fails on any lint error, test failure or error, and when pytest collects nothing (exit code 5).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+scripts/setup.sh
+.venv/bin/ruff check .
+
+rc=0
+.venv/bin/python -m pytest -q "$@" || rc=$?
+if (( rc == 5 )); then
+    echo "test.sh: pytest collected no tests (exit code 5): that is a failure" >&2
+elif (( rc != 0 )); then
+    echo "test.sh: pytest failed (exit code $rc)" >&2
+fi
+exit "$rc"

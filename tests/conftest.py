@@ -1,0 +1,148 @@
+"""Shared pytest fixtures.
+
+Integration tests use the private MariaDB that ``scripts/setup.sh`` starts (``scripts/mariadb.sh``).
+When it is not reachable the fixtures FAIL with instructions; nothing here ever skips.
+
+Connection settings, first match wins:
+  host: $CANAL_TEST_MYSQL_HOST, else 127.0.0.1
+  port: $CANAL_TEST_MYSQL_PORT, else the port in .runtime/mariadb/primary/my.cnf (scripts/mariadb.sh
+        may have moved it off a busy 3407 under CI), else 3407
+  secondary port: $CANAL_TEST_MYSQL_SECONDARY_PORT, else .runtime/mariadb/secondary/my.cnf, else 3408
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUNTIME_DIR = REPO_ROOT / ".runtime"
+
+
+def _instance_port(name: str, env_var: str, default: int) -> int:
+    env = os.environ.get(env_var)
+    if env:
+        return int(env)
+    cnf = RUNTIME_DIR / "mariadb" / name / "my.cnf"
+    if cnf.is_file():
+        m = re.search(r"^port\s*=\s*(\d+)", cnf.read_text(), re.MULTILINE)
+        if m:
+            return int(m.group(1))
+    return default
+
+
+@dataclass(frozen=True)
+class MariaDBSettings:
+    host: str
+    port: int
+    secondary_port: int
+    repl_user: str = "canal"
+    repl_password: str = "canal"
+    admin_user: str = "canal_admin"
+    admin_password: str = "canal_admin"
+    database: str = "canal_test"
+
+    def admin_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """pymysql.connect() keyword arguments for canal_admin on the primary."""
+        kw: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "user": self.admin_user,
+            "password": self.admin_password,
+            "charset": "utf8mb4",
+            "autocommit": True,
+            "connect_timeout": 5,
+        }
+        kw.update(overrides)
+        return kw
+
+    def repl_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """pymysql.connect() keyword arguments for the replication user canal on the primary."""
+        kw = self.admin_kwargs(user=self.repl_user, password=self.repl_password)
+        kw.update(overrides)
+        return kw
+
+
+def _settings_from_env() -> MariaDBSettings:
+    return MariaDBSettings(
+        host=os.environ.get("CANAL_TEST_MYSQL_HOST", "127.0.0.1"),
+        port=_instance_port("primary", "CANAL_TEST_MYSQL_PORT", 3407),
+        secondary_port=_instance_port("secondary", "CANAL_TEST_MYSQL_SECONDARY_PORT", 3408),
+    )
+
+
+_probe_error: str | None = None
+_probed = False
+
+
+def _probe(settings: MariaDBSettings) -> str | None:
+    """None when canal_admin can log in to the primary, else a description of what went wrong."""
+    global _probe_error, _probed
+    if not _probed:
+        _probed = True
+        try:
+            with socket.create_connection((settings.host, settings.port), timeout=3):
+                pass
+            conn = pymysql.connect(**settings.admin_kwargs())
+            conn.close()
+        except Exception as exc:
+            _probe_error = f"{type(exc).__name__}: {exc}"
+    return _probe_error
+
+
+@pytest.fixture(scope="session")
+def mariadb_settings() -> MariaDBSettings:
+    """Settings of the private MariaDB primary; fails (never skips) if it is not reachable."""
+    settings = _settings_from_env()
+    err = _probe(settings)
+    if err is not None:
+        pytest.fail(
+            f"private MariaDB not reachable at {settings.host}:{settings.port} ({err}): run scripts/setup.sh",
+            pytrace=False,
+        )
+    return settings
+
+
+@pytest.fixture
+def admin_conn(mariadb_settings: MariaDBSettings) -> Iterator[pymysql.connections.Connection]:
+    """A PyMySQL connection as canal_admin (autocommit), closed after the test."""
+    try:
+        conn = pymysql.connect(**mariadb_settings.admin_kwargs())
+    except Exception as exc:
+        pytest.fail(
+            f"private MariaDB not reachable at {mariadb_settings.host}:{mariadb_settings.port} "
+            f"({type(exc).__name__}: {exc}): run scripts/setup.sh",
+            pytrace=False,
+        )
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session with Delta, started offline from the jar cache, shared by the run."""
+    from canal_core.sparkenv import spark_session_builder
+
+    session = spark_session_builder("canal-core-tests").getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests under tests/integration/ carry the `integration` marker (for -m selection only)."""
+    integration_dir = Path(__file__).parent / "integration"
+    for item in items:
+        if integration_dir in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
