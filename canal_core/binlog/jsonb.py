@@ -1,0 +1,806 @@
+"""MySQL binary JSON (JSON column, type 245) to text, and PARTIAL_UPDATE_ROWS JSON diffs.
+
+Text is what MySQL 8.0 prints for the value in a SELECT (``Json_wrapper::to_string``):
+``", "`` and ``": "`` separators, object members in stored order, strings escaped like MySQL's
+``double_quote()`` (``\\" \\\\ \\b \\f \\n \\r \\t``, other bytes <= 0x1f as ``\\u00xx``), doubles
+through ``my_gcvt()`` plus ``.0`` when neither ``.`` nor ``e`` appears, DECIMAL unquoted,
+temporals quoted with 6 fractional digits (DATE without time), other opaque values as
+``"base64:type<N>:<base64>"``.
+
+Binary layout (``json_binary.h``): a type byte, then the value. Objects/arrays are
+``count, size`` (uint16 in the small format, uint32 in the large one), key entries
+``(offset, uint16 length)`` for objects, value entries ``(type, offset-or-inlined value)``;
+offsets count from the container's first byte. Literals, int16 and uint16 are always inlined in
+the entry, int32/uint32 only in the large format. Strings are a 7-bit varint length + UTF-8,
+opaque values a column-type byte + varint length + bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+from struct import Struct, unpack_from
+from struct import error as _StructError
+
+from .errors import MalformedEventError
+
+__all__ = [
+    "JsonDecodeError",
+    "JsonDiff",
+    "JsonDiffOperation",
+    "apply_json_diffs",
+    "json_to_text",
+    "parse_json_diffs",
+]
+
+
+class JsonDecodeError(MalformedEventError, ValueError):
+    """Binary JSON or a JSON diff is truncated, out of bounds or otherwise malformed."""
+
+    hint = "the JSON column value is corrupt or was written by an unsupported server version"
+
+    def _render(self) -> str:
+        # Raised deep inside a row; the rows decoder adds the location with .at() when it knows it.
+        if self.file is None and self.position is None:
+            return self.reason
+        return super()._render()
+
+
+# Value types (json_binary.h)
+_SMALL_OBJECT = 0x00
+_LARGE_OBJECT = 0x01
+_SMALL_ARRAY = 0x02
+_LARGE_ARRAY = 0x03
+_LITERAL = 0x04
+_INT16 = 0x05
+_UINT16 = 0x06
+_INT32 = 0x07
+_UINT32 = 0x08
+_INT64 = 0x09
+_UINT64 = 0x0A
+_DOUBLE = 0x0B
+_STRING = 0x0C
+_OPAQUE = 0x0F
+
+# Opaque column types with a dedicated printer (enum_field_types)
+_MYSQL_TYPE_TIMESTAMP = 7
+_MYSQL_TYPE_DATE = 10
+_MYSQL_TYPE_TIME = 11
+_MYSQL_TYPE_DATETIME = 12
+_MYSQL_TYPE_VAR_STRING = 253
+_MYSQL_TYPE_NEWDECIMAL = 246
+
+# MySQL refuses documents nested deeper than this (JSON_DOCUMENT_MAX_DEPTH); it also bounds
+# our recursion.
+_MAX_DEPTH = 100
+
+_LITERALS = {0: "null", 1: "true", 2: "false"}
+
+# MySQL's double_quote(): every byte <= 0x1f, '"' and '\\' is escaped; nothing else (not even
+# 0x7f or non-ASCII) is touched.
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(0x20)}
+_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r",
+                 0x22: '\\"', 0x5C: "\\\\"})
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
+
+
+def _fail(msg: str) -> JsonDecodeError:
+    return JsonDecodeError(f"invalid binary JSON: {msg}")
+
+
+def _quote_str(s: str) -> str:
+    # isprintable() (no control characters) plus two substring tests is the cheapest way to
+    # find that the common string needs no escaping; other strings take the regex.
+    if (s.isprintable() or not _NEEDS_ESCAPE.search(s)) and '"' not in s and "\\" not in s:
+        return f'"{s}"'
+    return f'"{s.translate(_ESCAPE_TABLE)}"'
+
+
+def _quote_bytes(raw: bytes) -> str:
+    try:
+        s = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _fail(f"string is not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    if (s.isprintable() or not _NEEDS_ESCAPE.search(s)) and '"' not in s and "\\" not in s:
+        return f'"{s}"'
+    return f'"{s.translate(_ESCAPE_TABLE)}"'
+
+
+# ---------------------------------------------------------------------------------------------
+# scalar printers
+
+
+def _format_double(d: float) -> str:
+    """``my_gcvt(d, MY_GCVT_ARG_DOUBLE, MY_GCVT_MAX_FIELD_WIDTH)`` plus the ``.0`` MySQL 8 adds."""
+    if d != d or d in (float("inf"), float("-inf")):
+        # dtoa() reports overflow and my_gcvt() writes "0"; JSON text can not hold these anyway.
+        return "0.0"
+    # repr() gives the shortest round-trip digits, which is what dtoa mode 4 returns when the
+    # digit budget (34) exceeds 17.
+    r = repr(d)
+    neg = r[0] == "-"
+    mant, _, exp = (r[1:] if neg else r).partition("e")
+    ip, _, fp = mant.partition(".")
+    digits = ip + fp
+    decpt = len(ip) + (int(exp) if exp else 0)
+    stripped = digits.lstrip("0")
+    decpt -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    if not digits:
+        digits, decpt = "0", 1
+    n = len(digits)
+    width = 34 - (1 if d < 0.0 else 0)  # MY_GCVT_MAX_FIELD_WIDTH minus the sign
+    exp_len = 1 + (decpt >= 101 or decpt <= -99) + (decpt >= 11 or decpt <= -9)
+    if decpt <= 0:
+        f_len = n - decpt + 2
+    elif decpt < n:
+        f_len = n + 1
+    else:
+        f_len = decpt
+    have_space = f_len <= width
+    force_e = decpt <= 0 and width <= 2 - decpt and width >= 3 + exp_len
+    use_f = (
+        have_space
+        or (decpt <= width and (decpt >= -1 or (decpt == -2 and (n > 1 or not force_e))) and not force_e)
+    ) and (not have_space or (decpt >= -14 and (decpt <= 15 or n > decpt)))
+    sign = "-" if neg else ""
+    if use_f:
+        # With at most 17 digits and a width of 33+, the 'f' form never needs truncation.
+        if decpt <= 0:
+            text = f"{sign}0.{'0' * -decpt}{digits}"
+        elif decpt < n:
+            text = f"{sign}{digits[:decpt]}.{digits[decpt:]}"
+        else:
+            text = f"{sign}{digits}{'0' * (decpt - n)}"
+        if "." not in text:
+            text += ".0"
+        return text
+    e = decpt - 1
+    body = digits if n == 1 else f"{digits[0]}.{digits[1:]}"
+    return f"{sign}{body}e{e}"
+
+
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+_POW10 = tuple(10**i for i in range(11))
+
+
+def _format_decimal(raw: bytes) -> str:
+    """Precision byte, scale byte, then a DECIMAL in MySQL's binary format; printed like
+    ``decimal2string()``: no leading zeros, exactly ``scale`` fraction digits."""
+    if len(raw) < 2:
+        raise _fail("DECIMAL opaque value shorter than its precision and scale bytes")
+    precision, scale = raw[0], raw[1]
+    if not 0 < precision <= 65 or scale > 30 or scale > precision:
+        raise _fail(f"DECIMAL precision {precision} / scale {scale} out of range")
+    intg0, intg0x = divmod(precision - scale, 9)
+    frac0, frac0x = divmod(scale, 9)
+    size = intg0 * 4 + _DIG2BYTES[intg0x] + frac0 * 4 + _DIG2BYTES[frac0x]
+    if len(raw) - 2 != size:
+        raise _fail(f"DECIMAL({precision},{scale}) needs {size} bytes, has {len(raw) - 2}")
+    # The sign lives in the inverted top bit; negative numbers have every byte inverted too.
+    first = raw[2]
+    negative = not first & 0x80
+    b = bytes((first ^ 0x80,)) + raw[3:]
+    if negative:
+        b = bytes(x ^ 0xFF for x in b)
+    p = 0
+    int_part: list[str] = []
+    if intg0x:
+        k = _DIG2BYTES[intg0x]
+        v = int.from_bytes(b[p:p + k], "big")
+        # bin2decimal() accepts one digit more than the group holds; so do we.
+        if v >= _POW10[intg0x + 1]:
+            raise _fail("DECIMAL digit group out of range")
+        int_part.append(str(v))
+        p += k
+    for _ in range(intg0):
+        v = int.from_bytes(b[p:p + 4], "big")
+        if v > 999_999_999:
+            raise _fail("DECIMAL digit group out of range")
+        int_part.append(f"{v:09d}")
+        p += 4
+    frac_part: list[str] = []
+    for _ in range(frac0):
+        v = int.from_bytes(b[p:p + 4], "big")
+        if v > 999_999_999:
+            raise _fail("DECIMAL digit group out of range")
+        frac_part.append(f"{v:09d}")
+        p += 4
+    if frac0x:
+        k = _DIG2BYTES[frac0x]
+        v = int.from_bytes(b[p:p + k], "big")
+        if v >= _POW10[frac0x]:
+            raise _fail("DECIMAL digit group out of range")
+        frac_part.append(f"{v:0{frac0x}d}")
+    text = "".join(int_part).lstrip("0") or "0"
+    if scale:
+        text = f"{text}.{''.join(frac_part)}"
+    return f"-{text}" if negative else text
+
+
+def _format_temporal(field_type: int, raw: bytes) -> str:
+    """A packed "longlong temporal" (TIME_to_longlong_*_packed) printed by my_TIME_to_str(.., 6)."""
+    if len(raw) != 8:
+        raise _fail(f"temporal opaque value of {len(raw)} bytes, expected 8")
+    packed = int.from_bytes(raw, "little", signed=True)
+    neg = packed < 0
+    if neg:
+        packed = -packed
+    frac = packed & 0xFFFFFF
+    intpart = packed >> 24
+    if field_type == _MYSQL_TYPE_TIME:
+        hour = (intpart >> 12) & 0x3FF
+        minute = (intpart >> 6) & 0x3F
+        second = intpart & 0x3F
+        return f'"{"-" if neg else ""}{hour:02d}:{minute:02d}:{second:02d}.{frac:06d}"'
+    ymd = intpart >> 17
+    hms = intpart & 0x1FFFF
+    ym = ymd >> 5
+    day = ymd & 0x1F
+    year, month = divmod(ym, 13)
+    if field_type == _MYSQL_TYPE_DATE:
+        return f'"{year:04d}-{month:02d}-{day:02d}"'
+    hour = hms >> 12
+    minute = (hms >> 6) & 0x3F
+    second = hms & 0x3F
+    return f'"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{frac:06d}"'
+
+
+def _format_opaque(field_type: int, raw: bytes) -> str:
+    if field_type == _MYSQL_TYPE_NEWDECIMAL:
+        return _format_decimal(raw)
+    if field_type in (_MYSQL_TYPE_DATETIME, _MYSQL_TYPE_TIMESTAMP, _MYSQL_TYPE_DATE, _MYSQL_TYPE_TIME):
+        return _format_temporal(field_type, raw)
+    if field_type == _MYSQL_TYPE_VAR_STRING:
+        # MySQL 8 prints strings kept in opaque values as plain JSON strings.
+        return _quote_bytes(raw)
+    # MySQL's base64_encode() breaks lines every 76 characters; the newline is then escaped.
+    b64 = base64.b64encode(raw).decode("ascii")
+    if len(b64) > 76:
+        b64 = "\\n".join(b64[i:i + 76] for i in range(0, len(b64), 76))
+    return f'"base64:type{field_type}:{b64}"'
+
+
+# ---------------------------------------------------------------------------------------------
+# the walker
+
+
+class _Printer:
+    """Walks one binary document and appends text pieces to ``out``.
+
+    ``budget`` caps the work at a small multiple of the input size: valid documents never share
+    bytes between values, so a corrupt one whose offsets alias each other (which could make the
+    output grow exponentially) is rejected instead of hanging.
+    """
+
+    __slots__ = ("budget", "buf", "out")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.out: list[str] = []
+        self.budget = 2 * len(buf) + 16
+
+    def varlen(self, pos: int, end: int) -> tuple[int, int]:
+        """A 7-bit little-endian varint of at most 5 bytes; returns (value, next position)."""
+        buf = self.buf
+        value = 0
+        for i in range(5):
+            if pos + i >= end:
+                raise _fail(f"length at offset {pos} runs past the end")
+            byte = buf[pos + i]
+            value |= (byte & 0x7F) << (7 * i)
+            if not byte & 0x80:
+                if value > 0xFFFFFFFF:
+                    raise _fail(f"length at offset {pos} exceeds 32 bits")
+                return value, pos + i + 1
+        raise _fail(f"length at offset {pos} is longer than 5 bytes")
+
+    def string(self, pos: int, end: int) -> str:
+        n, pos = self.varlen(pos, end)
+        stop = pos + n
+        if stop > end:
+            raise _fail(f"string of {n} bytes at offset {pos} runs past the end")
+        self.budget -= n
+        if self.budget < 0:
+            raise _fail("value offsets overlap")
+        return _quote_bytes(self.buf[pos:stop])
+
+    def opaque(self, pos: int, end: int) -> str:
+        if pos >= end:
+            raise _fail(f"opaque value at offset {pos} has no type byte")
+        field_type = self.buf[pos]
+        n, pos = self.varlen(pos + 1, end)
+        stop = pos + n
+        if stop > end:
+            raise _fail(f"opaque value of {n} bytes at offset {pos} runs past the end")
+        self.budget -= n
+        if self.budget < 0:
+            raise _fail("value offsets overlap")
+        return _format_opaque(field_type, self.buf[pos:stop])
+
+    def scalar(self, t: int, pos: int, end: int) -> str:
+        """A non-container value stored at pos (not inlined)."""
+        buf = self.buf
+        try:
+            if t == _STRING:
+                return self.string(pos, end)
+            if t == _INT16:
+                if pos + 2 > end:
+                    raise _fail(f"int16 at offset {pos} runs past the end")
+                return str(unpack_from("<h", buf, pos)[0])
+            if t == _UINT16:
+                if pos + 2 > end:
+                    raise _fail(f"uint16 at offset {pos} runs past the end")
+                return str(unpack_from("<H", buf, pos)[0])
+            if t == _INT32:
+                if pos + 4 > end:
+                    raise _fail(f"int32 at offset {pos} runs past the end")
+                return str(unpack_from("<i", buf, pos)[0])
+            if t == _UINT32:
+                if pos + 4 > end:
+                    raise _fail(f"uint32 at offset {pos} runs past the end")
+                return str(unpack_from("<I", buf, pos)[0])
+            if t == _INT64:
+                if pos + 8 > end:
+                    raise _fail(f"int64 at offset {pos} runs past the end")
+                return str(unpack_from("<q", buf, pos)[0])
+            if t == _UINT64:
+                if pos + 8 > end:
+                    raise _fail(f"uint64 at offset {pos} runs past the end")
+                return str(unpack_from("<Q", buf, pos)[0])
+            if t == _DOUBLE:
+                if pos + 8 > end:
+                    raise _fail(f"double at offset {pos} runs past the end")
+                return _format_double(unpack_from("<d", buf, pos)[0])
+            if t == _LITERAL:
+                if pos >= end:
+                    raise _fail(f"literal at offset {pos} runs past the end")
+                lit = _LITERALS.get(buf[pos])
+                if lit is None:
+                    raise _fail(f"unknown literal {buf[pos]:#x} at offset {pos}")
+                return lit
+            if t == _OPAQUE:
+                return self.opaque(pos, end)
+        except _StructError as e:  # pragma: no cover - the bounds checks above come first
+            raise _fail(str(e)) from None
+        raise _fail(f"unknown value type {t:#x} at offset {pos - 1}")
+
+    def container(self, t: int, pos: int, end: int, depth: int) -> None:
+        """Object or array of type t (0-3) whose count/size header starts at pos."""
+        if depth > _MAX_DEPTH:
+            raise _fail(f"document nested deeper than {_MAX_DEPTH} levels")
+        buf = self.buf
+        large = t & 1
+        if end - pos < (8 if large else 4):
+            raise _fail(f"container header at offset {pos} runs past the end")
+        count, size = (_U32X2 if large else _U16X2)(buf, pos)
+        layout = _LAYOUTS.get((t << 32) | count) or _layout(t, count)
+        hsize = layout.size + (8 if large else 4)
+        # A declared size beyond the buffer is tolerated (some writers get it wrong); every
+        # read below is still bounded by the real end.
+        cend = pos + size
+        if cend > end:
+            cend = end
+        clen = cend - pos
+        if hsize > clen:
+            raise _fail(f"{count} entries at offset {pos} do not fit in {clen} bytes")
+        # All entries in one unpack: for objects (key offset, key length) pairs, then
+        # (type, offset-or-inlined value) pairs.
+        ent = layout.unpack_from(buf, pos + (8 if large else 4))
+        out = self.out
+        budget = self.budget - count
+        if t < _SMALL_ARRAY:
+            n2 = 2 * count
+            koffs = ent[0:n2:2]
+            klens = ent[1:n2:2]
+            types = ent[n2::2]
+            xs = ent[n2 + 1::2]
+            if count and (min(koffs) < hsize or max(map(int.__add__, koffs, klens)) > clen):
+                raise _fail(f"a key of the object at offset {pos} is out of bounds")
+            budget -= sum(klens)
+            prefixes = [f"{_quote_bytes(buf[pos + o:pos + o + n])}: "
+                        for o, n in zip(koffs, klens, strict=True)]
+            prefixes[1:] = [", " + p for p in prefixes[1:]]
+            out.append("{")
+            close = "}"
+        else:
+            types = ent[0::2]
+            xs = ent[1::2]
+            prefixes = [", "] * count
+            if count:
+                prefixes[0] = ""
+            out.append("[")
+            close = "]"
+        if budget < 0:
+            raise _fail("value offsets overlap")
+        self.budget = budget
+        for prefix, vt, x in zip(prefixes, types, xs, strict=True):
+            # Literals, int16 and uint16 (and int32/uint32 when large) sit in the entry itself.
+            if vt == _STRING:
+                if x < hsize or x >= clen:
+                    raise _fail(f"a value of the container at offset {pos} is out of bounds")
+                a = pos + x
+                ln = buf[a]
+                if ln < 0x80:  # one-byte length: the common case, done here
+                    a += 1
+                    b = a + ln
+                    if b > cend:
+                        raise _fail(f"string of {ln} bytes at offset {a} runs past the end")
+                    self.budget -= ln
+                    if self.budget < 0:
+                        raise _fail("value offsets overlap")
+                    out.append(prefix + _quote_bytes(buf[a:b]))
+                else:
+                    out.append(prefix + self.string(a, cend))
+            elif vt == _INT16:
+                out.append(f"{prefix}{x - 0x10000 if x & 0x8000 else x}")
+            elif vt == _LITERAL:
+                lit = _LITERALS.get(x & 0xFF)
+                if lit is None:
+                    raise _fail(f"unknown literal {x & 0xFF:#x} in the container at offset {pos}")
+                out.append(prefix + lit)
+            elif vt == _UINT16:
+                out.append(f"{prefix}{x}")
+            elif large and vt == _INT32:
+                out.append(f"{prefix}{x - 0x100000000 if x & 0x80000000 else x}")
+            elif large and vt == _UINT32:
+                out.append(f"{prefix}{x}")
+            else:
+                if x < hsize or x >= clen:
+                    raise _fail(f"a value of the container at offset {pos} is out of bounds")
+                if vt <= _LARGE_ARRAY:
+                    if prefix:
+                        out.append(prefix)
+                    self.container(vt, pos + x, cend, depth + 1)
+                else:
+                    out.append(prefix + self.scalar(vt, pos + x, cend))
+        out.append(close)
+
+
+_U16X2 = Struct("<HH").unpack_from
+_U32X2 = Struct("<II").unpack_from
+_LAYOUTS: dict[int, Struct] = {}
+
+
+def _layout(t: int, count: int) -> Struct:
+    """The Struct of a container's entries after its count/size header (cached by type and count)."""
+    off = "I" if t & 1 else "H"
+    keys = ("I" if t & 1 else "H") + "H" if t < _SMALL_ARRAY else ""
+    st = Struct(f"<{keys * count}{('B' + off) * count}")
+    if count <= 256:  # keep the cache small; huge containers are rare
+        _LAYOUTS[(t << 32) | count] = st
+    return st
+
+
+def json_to_text(data: bytes | bytearray | memoryview) -> str:
+    """The text MySQL prints for a JSON column value (the bytes after its length prefix).
+
+    An empty value is JSON null, as in MySQL (rows stored with IGNORE or non-strict mode).
+    Raises JsonDecodeError for anything truncated, out of bounds or malformed.
+    """
+    buf = data if type(data) is bytes else bytes(data)
+    n = len(buf)
+    if n == 0:
+        return "null"
+    t = buf[0]
+    if t <= _LARGE_ARRAY:
+        p = _Printer(buf)
+        p.container(t, 1, n, 1)
+        return "".join(p.out)
+    if t == _STRING and n < 130:
+        # Fast path for a short top-level string: one-byte length.
+        ln = buf[1] if n > 1 else 0x80
+        if ln < 0x80 and 2 + ln <= n:
+            return _quote_bytes(buf[2:2 + ln])
+    return _Printer(buf).scalar(t, 1, n)
+
+
+# ---------------------------------------------------------------------------------------------
+# PARTIAL_UPDATE_ROWS JSON diffs
+
+
+class JsonDiffOperation(IntEnum):
+    """enum_json_diff_operation."""
+
+    REPLACE = 0
+    INSERT = 1
+    REMOVE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class JsonDiff:
+    """One logical change to a JSON column: an operation at a path, with the new value for
+    REPLACE/INSERT (``value`` binary, ``value_text`` as MySQL prints it)."""
+
+    operation: JsonDiffOperation
+    path: str
+    value: bytes | None = None
+    value_text: str | None = None
+
+
+def _read_packed(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """net_field_length_checked(): 1, 3, 4 or 9 bytes; 251 (NULL) is not a valid length here."""
+    if pos >= end:
+        raise JsonDecodeError("JSON diff: length runs past the end")
+    b = buf[pos]
+    if b < 251:
+        return b, pos + 1
+    if b == 251:
+        raise JsonDecodeError(f"JSON diff: NULL length at offset {pos}")
+    width = 2 if b == 252 else 3 if b == 253 else 8
+    if pos + 1 + width > end:
+        raise JsonDecodeError("JSON diff: length runs past the end")
+    return int.from_bytes(buf[pos + 1:pos + 1 + width], "little"), pos + 1 + width
+
+
+def parse_json_diffs(data: bytes | bytearray | memoryview) -> list[JsonDiff]:
+    """The diffs of one JSON column in a PARTIAL_UPDATE_ROWS after image.
+
+    ``data`` is the column's diff vector after its uint32 length: repeated
+    ``operation(1) path_length(packed) path [value_length(packed) binary_json]`` where REMOVE has
+    no value (Json_diff::write_binary).
+    """
+    buf = data if type(data) is bytes else bytes(data)
+    end = len(buf)
+    pos = 0
+    diffs: list[JsonDiff] = []
+    while pos < end:
+        op = buf[pos]
+        if op > JsonDiffOperation.REMOVE:
+            raise JsonDecodeError(f"JSON diff: unknown operation {op} at offset {pos}")
+        plen, pos = _read_packed(buf, pos + 1, end)
+        if pos + plen > end:
+            raise JsonDecodeError(f"JSON diff: path of {plen} bytes at offset {pos} runs past the end")
+        try:
+            path = buf[pos:pos + plen].decode("utf-8")
+        except UnicodeDecodeError:
+            raise JsonDecodeError(f"JSON diff: path at offset {pos} is not valid UTF-8") from None
+        _parse_path(path)  # validate now, as the server does when it reads the event
+        pos += plen
+        if op == JsonDiffOperation.REMOVE:
+            diffs.append(JsonDiff(JsonDiffOperation.REMOVE, path))
+            continue
+        vlen, pos = _read_packed(buf, pos, end)
+        if pos + vlen > end:
+            raise JsonDecodeError(f"JSON diff: value of {vlen} bytes at offset {pos} runs past the end")
+        value = buf[pos:pos + vlen]
+        pos += vlen
+        diffs.append(JsonDiff(JsonDiffOperation(op), path, value, json_to_text(value)))
+    return diffs
+
+
+# Path legs: a str is an object member, an int an array cell, ("last", n) the cell n from the end.
+_Leg = str | int | tuple[str, int]
+
+_PATH_WS = " \t\n\r"
+
+
+def _parse_path(path: str) -> list[_Leg]:
+    """The legs of a JSON path made only of members and array cells (what diffs carry)."""
+    n = len(path)
+    i = 0
+    while i < n and path[i] in _PATH_WS:
+        i += 1
+    if i >= n or path[i] != "$":
+        raise JsonDecodeError(f"JSON diff: path {path!r} does not start with '$'")
+    i += 1
+    legs: list[_Leg] = []
+    while True:
+        while i < n and path[i] in _PATH_WS:
+            i += 1
+        if i >= n:
+            return legs
+        c = path[i]
+        if c == ".":
+            i += 1
+            while i < n and path[i] in _PATH_WS:
+                i += 1
+            if i < n and path[i] == '"':
+                j = i + 1
+                while j < n and path[j] != '"':
+                    j += 2 if path[j] == "\\" else 1
+                if j >= n:
+                    raise JsonDecodeError(f"JSON diff: unterminated member name in path {path!r}")
+                try:
+                    name = json.loads(path[i:j + 1])
+                except ValueError:
+                    raise JsonDecodeError(f"JSON diff: bad quoted member name in path {path!r}") from None
+                legs.append(name)
+                i = j + 1
+            else:
+                j = i
+                while j < n and path[j] not in ".[*" and path[j] not in _PATH_WS:
+                    j += 1
+                if j == i:
+                    raise JsonDecodeError(f"JSON diff: wildcard or empty member name in path {path!r}")
+                legs.append(path[i:j])
+                i = j
+        elif c == "[":
+            j = path.find("]", i)
+            if j < 0:
+                raise JsonDecodeError(f"JSON diff: unterminated array index in path {path!r}")
+            inner = path[i + 1:j].strip(_PATH_WS)
+            if inner.isascii() and inner.isdigit():
+                legs.append(int(inner))
+            elif inner.startswith("last"):
+                rest = inner[4:].strip(_PATH_WS)
+                num = rest[1:].strip(_PATH_WS)
+                if not rest:
+                    legs.append(("last", 0))
+                elif rest[0] == "-" and num.isascii() and num.isdigit():
+                    legs.append(("last", int(num)))
+                else:
+                    raise JsonDecodeError(f"JSON diff: bad array index in path {path!r}")
+            else:
+                raise JsonDecodeError(f"JSON diff: bad or wildcard array index in path {path!r}")
+            i = j + 1
+        else:
+            raise JsonDecodeError(f"JSON diff: unexpected {c!r} in path {path!r}")
+
+
+class _Num(str):
+    """A number kept as the exact text MySQL printed (big integers, DECIMALs, doubles)."""
+
+    __slots__ = ()
+
+
+class _Obj(list):  # type: ignore[type-arg]
+    """An object as an ordered list of [key, value] pairs."""
+
+    __slots__ = ()
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> _Obj:
+    return _Obj([k, v] for k, v in pairs)
+
+
+def _load(text: str) -> object:
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_int=_Num, parse_float=_Num,
+                          parse_constant=_Num)
+    except (ValueError, RecursionError) as e:
+        raise JsonDecodeError(f"JSON diff: before image is not JSON text ({e})") from None
+
+
+def _index(leg: _Leg, size: int) -> tuple[int, bool]:
+    """Json_path_leg::first_array_index(): (position, within bounds)."""
+    if isinstance(leg, int):
+        return leg, leg < size
+    k = size - 1 - leg[1]  # type: ignore[index]
+    return (k, True) if k >= 0 else (0, False)
+
+
+def _seek(doc: object, legs: list[_Leg]) -> object | None:
+    """seek_exact_path(): members in objects, cells in arrays, no auto-wrapping."""
+    for leg in legs:
+        if isinstance(doc, _Obj):
+            if not isinstance(leg, str):
+                return None
+            for pair in doc:
+                if pair[0] == leg:
+                    doc = pair[1]
+                    break
+            else:
+                return None
+        elif isinstance(doc, list):
+            if isinstance(leg, str):
+                return None
+            k, ok = _index(leg, len(doc))
+            if not ok:
+                return None
+            doc = doc[k]
+        else:
+            return None
+    return doc
+
+
+def _key_order(key: str) -> tuple[int, bytes]:
+    # Json_key_comparator: shorter keys first, then bytewise
+    b = key.encode("utf-8")
+    return len(b), b
+
+
+def _dump(v: object, out: list[str]) -> None:
+    if isinstance(v, _Num):
+        out.append(str(v))
+    elif isinstance(v, str):
+        out.append(_quote_str(v))
+    elif v is None:
+        out.append("null")
+    elif v is True:
+        out.append("true")
+    elif v is False:
+        out.append("false")
+    elif isinstance(v, _Obj):
+        # the after image is a DOM, which MySQL keeps (and prints) in key order
+        out.append("{")
+        for i, (k, x) in enumerate(sorted(v, key=lambda p: _key_order(p[0]))):
+            if i:
+                out.append(", ")
+            out.append(_quote_str(k))
+            out.append(": ")
+            _dump(x, out)
+        out.append("}")
+    elif isinstance(v, list):
+        out.append("[")
+        for i, x in enumerate(v):
+            if i:
+                out.append(", ")
+            _dump(x, out)
+        out.append("]")
+    else:  # pragma: no cover - _load builds nothing else
+        raise TypeError(type(v))
+
+
+def apply_json_diffs(before_text: str | None, diffs: list[JsonDiff]) -> str:
+    """The after image of a partially updated JSON column, printed as MySQL prints it.
+
+    ``before_text`` is the column's before image as json_to_text() printed it. Follows the
+    server's apply_json_diffs(): REPLACE needs an existing value at the path; INSERT adds a new
+    object member (which must not exist) or inserts into an array (past the end appends);
+    REMOVE deletes an existing member or cell. A diff the server would reject raises
+    JsonDecodeError.
+    """
+    if before_text is None:
+        raise JsonDecodeError("JSON diff: the before image has no value for this column (SQL NULL "
+                              "or not logged), so the partial update can not be applied")
+    if not diffs:
+        return before_text
+    doc = _load(before_text)
+    for diff in diffs:
+        legs = _parse_path(diff.path)
+        if not legs:
+            raise JsonDecodeError(f"JSON diff: can not {diff.operation.name} the document root")
+        op = diff.operation
+        parent = _seek(doc, legs[:-1])
+        last = legs[-1]
+        if op == JsonDiffOperation.REPLACE or op == JsonDiffOperation.INSERT:
+            text = diff.value_text if diff.value_text is not None else json_to_text(diff.value or b"")
+            new = _load(text)
+        if op == JsonDiffOperation.REPLACE:
+            if isinstance(parent, _Obj) and isinstance(last, str):
+                for pair in parent:
+                    if pair[0] == last:
+                        pair[1] = new
+                        break
+                else:
+                    raise JsonDecodeError(f"JSON diff: REPLACE path {diff.path} does not exist")
+            elif isinstance(parent, list) and not isinstance(parent, _Obj) and not isinstance(last, str):
+                k, ok = _index(last, len(parent))
+                if not ok:
+                    raise JsonDecodeError(f"JSON diff: REPLACE path {diff.path} does not exist")
+                parent[k] = new
+            else:
+                raise JsonDecodeError(f"JSON diff: REPLACE path {diff.path} does not exist")
+        elif op == JsonDiffOperation.INSERT:
+            if isinstance(parent, _Obj) and isinstance(last, str):
+                if any(pair[0] == last for pair in parent):
+                    raise JsonDecodeError(f"JSON diff: INSERT path {diff.path} already exists")
+                parent.append([last, new])
+            elif isinstance(parent, list) and not isinstance(parent, _Obj) and not isinstance(last, str):
+                k, _ = _index(last, len(parent))
+                parent.insert(min(k, len(parent)), new)
+            else:
+                raise JsonDecodeError(f"JSON diff: INSERT path {diff.path} has no object or array parent")
+        else:
+            if isinstance(parent, _Obj) and isinstance(last, str):
+                for j, pair in enumerate(parent):
+                    if pair[0] == last:
+                        del parent[j]
+                        break
+                else:
+                    raise JsonDecodeError(f"JSON diff: REMOVE path {diff.path} does not exist")
+            elif isinstance(parent, list) and not isinstance(parent, _Obj) and not isinstance(last, str):
+                k, ok = _index(last, len(parent))
+                if not ok:
+                    raise JsonDecodeError(f"JSON diff: REMOVE path {diff.path} does not exist")
+                del parent[k]
+            else:
+                raise JsonDecodeError(f"JSON diff: REMOVE path {diff.path} does not exist")
+    out: list[str] = []
+    _dump(doc, out)
+    return "".join(out)

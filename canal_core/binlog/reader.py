@@ -1,0 +1,185 @@
+"""Binlog files: a sans-IO framer (bytes in, (offset, raw event) out) and a local reader that walks
+a directory of binlog files in index order, following rotation (Canal's LocalBinlog mode)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .constants import BINLOG_MAGIC
+from .decoder import BinlogDecoder
+from .errors import BadMagicError, BinlogError, TruncatedEventError
+from .events import Event, FormatDescriptionEvent, RotateEvent
+
+_LEN = struct.Struct("<I").unpack_from
+_CHUNK = 1 << 20
+
+
+class FileFramer:
+    """Split a binlog file's bytes into events. Feed chunks in order; each event comes out whole
+    with its start offset. Call ``close()`` at end of file to detect a truncated last event."""
+
+    def __init__(self, name: str | None = None, start_offset: int = 0) -> None:
+        self.name = name
+        self.offset = start_offset  # file offset of the first byte in the buffer
+        self._buf = bytearray()
+        self._magic_checked = start_offset > 0
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buf += data
+        out: list[tuple[int, bytes]] = []
+        buf = self._buf
+        p = 0
+        if not self._magic_checked:
+            if len(buf) < 4:
+                return out
+            if bytes(buf[:4]) != BINLOG_MAGIC:
+                raise BadMagicError(f"bad magic {bytes(buf[:4]).hex(' ')}", file=self.name, position=0)
+            self._magic_checked = True
+            p = 4
+        n = len(buf)
+        while n - p >= 13:
+            elen = _LEN(buf, p + 9)[0]
+            if elen < 19:
+                raise TruncatedEventError(f"event length {elen} is shorter than an event header",
+                                          file=self.name, position=self.offset + p)
+            if n - p < elen:
+                break
+            out.append((self.offset + p, bytes(buf[p:p + elen])))
+            p += elen
+        if p:
+            del buf[:p]
+            self.offset += p
+        return out
+
+    def close(self) -> None:
+        if self._buf:
+            raise TruncatedEventError(f"file ends inside an event ({len(self._buf)} bytes left over)",
+                                      file=self.name, position=self.offset)
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+
+def _open(path: Path):  # type: ignore[no-untyped-def]
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_file(path: str | os.PathLike[str], decoder: BinlogDecoder | None = None, *,
+              start_position: int = 4) -> Iterator[Event]:
+    """Decode every event of one binlog file. With ``start_position`` > 4 the FORMAT_DESCRIPTION_EVENT
+    at offset 4 is read first (the decoder needs it) and events start at start_position."""
+    path = Path(path)
+    dec = decoder or BinlogDecoder()
+    dec.file = path.name.removesuffix(".gz")
+    with _open(path) as fh:
+        if start_position > 4:
+            head = fh.read(4 + 19)
+            if head[:4] != BINLOG_MAGIC:
+                raise BadMagicError(f"bad magic {head[:4].hex(' ')}", file=dec.file, position=0)
+            flen = _LEN(head, 4 + 9)[0]
+            fde = head[4:] + fh.read(flen - 19)
+            ev = dec.decode(fde, 4)
+            if not isinstance(ev, FormatDescriptionEvent):
+                raise BinlogError("the event at offset 4 is not a FORMAT_DESCRIPTION_EVENT",
+                                  file=dec.file, position=4)
+            fh.seek(start_position)
+            framer = FileFramer(dec.file, start_position)
+        else:
+            framer = FileFramer(dec.file)
+        while True:
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                break
+            for offset, raw in framer.feed(chunk):
+                ev = dec.decode(raw, offset)
+                if isinstance(ev, RotateEvent):
+                    dec.file = path.name.removesuffix(".gz")  # events after a rotate stay in this file
+                yield ev
+        framer.close()
+
+
+class LocalBinlogReader:
+    """Read binlog files from a directory in index order, from (file, position), rotating to the next
+    file at the end of each; with ``follow`` the last file is tailed as the server appends to it."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, start_file: str | None = None,
+                 start_position: int = 4, follow: bool = False, poll_interval: float = 0.2,
+                 decoder: BinlogDecoder | None = None) -> None:
+        self.directory = Path(directory)
+        self.start_file = start_file
+        self.start_position = start_position
+        self.follow = follow
+        self.poll_interval = poll_interval
+        self.decoder = decoder or BinlogDecoder()
+
+    def files(self) -> list[str]:
+        """Binlog file names in order: from the .index file when there is one, else by name."""
+        index = sorted(self.directory.glob("*.index"))
+        if index:
+            names = [Path(line.strip()).name for line in index[0].read_text().splitlines() if line.strip()]
+            return [n for n in names if (self.directory / n).exists()]
+        cands = [p.name for p in self.directory.iterdir()
+                 if p.is_file() and p.suffix.lstrip(".").isdigit()]
+        return sorted(cands, key=lambda n: (n.rsplit(".", 1)[0], int(n.rsplit(".", 1)[1])))
+
+    def __iter__(self) -> Iterator[Event]:
+        names = self.files()
+        if not names:
+            raise BinlogError(f"no binlog files in {self.directory}")
+        if self.start_file is not None:
+            if self.start_file not in names:
+                raise BinlogError(f"binlog file {self.start_file} not found in {self.directory}; "
+                                  f"available: {names[0]} .. {names[-1]}")
+            names = names[names.index(self.start_file):]
+        position = self.start_position
+        i = 0
+        while True:
+            name = names[i]
+            yield from self._read_one(name, position, last=(i == len(names) - 1))
+            position = 4
+            names = self.files() if self.follow else names
+            if i + 1 < len(names):
+                i += 1
+                continue
+            if not self.follow:
+                return
+            # follow: wait for a new file to appear after the current one
+            while i + 1 >= len(names):
+                time.sleep(self.poll_interval)
+                names = self.files()
+            i += 1
+
+    def _read_one(self, name: str, position: int, *, last: bool) -> Iterator[Event]:
+        if not self.follow:
+            yield from read_file(self.directory / name, self.decoder, start_position=position)
+            return
+        # tail mode: keep reading the file while it grows, until a ROTATE or STOP ends it
+        dec = self.decoder
+        dec.file = name
+        path = self.directory / name
+        with open(path, "rb") as fh:
+            framer = FileFramer(name)
+            skip_to = position
+            while True:
+                chunk = fh.read(_CHUNK)
+                if not chunk:
+                    if name != self.files()[-1] and not framer.pending:
+                        return
+                    time.sleep(self.poll_interval)
+                    continue
+                for offset, raw in framer.feed(chunk):
+                    ev = dec.decode(raw, offset)
+                    if isinstance(ev, RotateEvent):
+                        dec.file = name
+                        yield ev
+                        return
+                    if offset >= skip_to:  # earlier events are decoded only for their state
+                        yield ev
