@@ -619,44 +619,67 @@ def _tlv(raw: bytes, p: int, end: int) -> dict[int, bytes]:
     return out
 
 
-def _varlen(raw: bytes, p: int) -> tuple[int, int]:
-    """MySQL serialization-library unsigned variable-length integer: the number of trailing one
-    bits of the first byte gives the count of extra bytes; little-endian."""
+def _varlen(raw: bytes, p: int, end: int) -> tuple[int, int]:
+    """MySQL serialization-library unsigned variable-length integer: the count of trailing one bits
+    of the first byte is the count of extra bytes (8 means a full 64-bit value follows)."""
+    if p >= end:
+        raise ValueError("variable-length integer runs past the event")
     first = raw[p]
     extra = 0
     while extra < 8 and first & (1 << extra):
         extra += 1
+    if p + 1 + extra > end:
+        raise ValueError("variable-length integer runs past the event")
     if extra == 8:
         return int.from_bytes(raw[p + 1:p + 9], "little"), p + 9
-    v = int.from_bytes(raw[p:p + 1 + extra], "little") >> (extra + 1)
-    if p + 1 + extra > len(raw):
-        raise ValueError("variable-length integer runs past the event")
-    return v, p + 1 + extra
+    return int.from_bytes(raw[p:p + 1 + extra], "little") >> (extra + 1), p + 1 + extra
 
 
 def _zigzag(v: int) -> int:
-    return (v >> 1) ^ -(v & 1)
+    return -(v >> 1) - 1 if v & 1 else v >> 1
+
+
+# GTID_TAGGED field ids (MySQL's Gtid_event serialization): value kinds
+_TAGGED_SIGNED = {2, 4, 5}  # gno, last_committed, sequence_number
+_TAGGED_KNOWN = set(range(12))
 
 
 def _serialized_fields(raw: bytes, p: int, end: int) -> dict[int, Any]:
-    """Fields of a GTID_TAGGED event (MySQL 8.3+ serialization framework): message size, last
-    non-ignorable field id, then (field id, value) pairs. Field 1 (uuid) is 16 raw bytes, field 3
-    (tag) a length-prefixed string, the rest variable-length integers (gno etc. zigzag-signed)."""
-    size, q = _varlen(raw, p)
-    stop = min(end, p + size) if size else end
-    _last_id, q = _varlen(raw, q)
+    """Fields of a GTID_TAGGED event (MySQL 8.4 serialization library, format version 2): version
+    byte, message size (counting from the version byte), last non-ignorable field id, then
+    (field id, value) pairs. Field 1 (uuid) is 16 variable-length bytes, field 3 (tag) a
+    length-prefixed string, the others variable-length integers."""
+    start = p
+    version = raw[p]
+    if version != 2:
+        raise ValueError(f"GTID_TAGGED serialization version {version} is not supported")
+    size, q = _varlen(raw, p + 1, end)
+    last_required, q = _varlen(raw, q, end)
+    stop = start + size
+    if size < q - start or stop > end:
+        raise ValueError(f"GTID_TAGGED message size {size} does not fit the event")
     out: dict[int, Any] = {}
-    signed = {2, 4, 5}
     while q < stop:
-        fid, q = _varlen(raw, q)
+        fid, q = _varlen(raw, q, stop)
         if fid == 1:
-            out[1] = raw[q:q + 16]
-            q += 16
+            uuid = bytearray()
+            for _ in range(16):
+                b, q = _varlen(raw, q, stop)
+                if b > 255:
+                    raise ValueError("GTID_TAGGED uuid byte out of range")
+                uuid.append(b)
+            out[1] = bytes(uuid)
         elif fid == 3:
-            n, q = _varlen(raw, q)
+            n, q = _varlen(raw, q, stop)
+            if q + n > stop:
+                raise ValueError("GTID_TAGGED tag runs past the message")
             out[3] = raw[q:q + n]
             q += n
+        elif fid in _TAGGED_KNOWN:
+            v, q = _varlen(raw, q, stop)
+            out[fid] = _zigzag(v) if fid in _TAGGED_SIGNED else v
+        elif fid <= last_required:
+            raise ValueError(f"GTID_TAGGED has unknown required field {fid}")
         else:
-            v, q = _varlen(raw, q)
-            out[fid] = _zigzag(v) if fid in signed else v
+            break  # an unknown optional field: its size is unknowable, and what follows is optional
     return out

@@ -17,6 +17,7 @@ from typing import Any
 from . import values as V
 from .constants import ColumnType as T
 from .jsonb import apply_json_diffs, json_to_text, parse_json_diffs
+from .packed import read_packed
 from .tablemap import BLOB_TYPES, Column, TableDef
 
 
@@ -149,6 +150,19 @@ def _fixed(col: Column, g: _Gen) -> tuple[str, int, str] | None:
             post = f"_set({post}, {g.const(col.set_values)})"
         return fmt, n, post
     return None
+
+
+class PartialJson(list):  # type: ignore[type-arg]
+    """JSON diffs of a PARTIAL_UPDATE_ROWS after image that could not be applied because the before
+    image does not carry the column (binlog_row_image=MINIMAL): the consumer gets the diffs."""
+
+    __slots__ = ()
+
+
+def _apply_partial(before: Any, diffs: list[Any]) -> Any:
+    if isinstance(before, str):
+        return apply_json_diffs(before, diffs)
+    return PartialJson(diffs)
 
 
 def _nitems(fmt: str, size: int) -> int:
@@ -307,8 +321,9 @@ def build_row_decoder(tdef: TableDef, kind: str, present: bytes, present_after: 
     n = len(cols)
     pres = [i for i in range(n) if present[i >> 3] & (1 << (i & 7))]
     g = _Gen()
-    g.ns["_apply"] = apply_json_diffs
+    g.ns["_apply"] = _apply_partial
     g.ns["_diffs"] = parse_json_diffs
+    g.ns["_read_packed"] = read_packed
     body = ["def rows(buf, p, end):", "    out = []", "    append = out.append"]
     if not pres and (present_after is None or not any(present_after)):
         body += ["    if p < end:", "        raise ValueError('row image with no columns')", "    return out"]
@@ -327,10 +342,11 @@ def build_row_decoder(tdef: TableDef, kind: str, present: bytes, present_after: 
                 for i in pres_a:
                     if cols[i].type == T.JSON and i not in pres:
                         body.append(f"        b{i} = None")
-                njson = sum(1 for i in pres_a if cols[i].type == T.JSON)
+                # value_options, then (with PARTIAL_JSON_UPDATES) one bit per JSON column of the table,
+                # consumed in order by the JSON columns the after image carries
+                njson = sum(1 for c in cols if c.type == T.JSON)
                 body += [
-                    "        opts = buf[p]",
-                    "        p += 1",
+                    "        opts, p = _read_packed(buf, p)",
                     "        if opts & 1:",
                     f"            pj = _from_bytes(buf[p:p + {(njson + 7) // 8}], 'little')",
                     f"            p += {(njson + 7) // 8}",
