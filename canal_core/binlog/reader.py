@@ -139,25 +139,24 @@ class LocalBinlogReader:
                 raise BinlogError(f"binlog file {self.start_file} not found in {self.directory}; "
                                   f"available: {names[0]} .. {names[-1]}")
             names = names[names.index(self.start_file):]
+        name = names[0]
         position = self.start_position
-        i = 0
         while True:
-            name = names[i]
-            yield from self._read_one(name, position, last=(i == len(names) - 1))
+            yield from self._read_one(name, position)
             position = 4
+            # the index may have grown (or been purged) meanwhile: find the successor by name
             names = self.files() if self.follow else names
-            if i + 1 < len(names):
-                i += 1
-                continue
-            if not self.follow:
-                return
-            # follow: wait for a new file to appear after the current one
-            while i + 1 >= len(names):
+            while True:
+                later = names[names.index(name) + 1:] if name in names else []
+                if later:
+                    name = later[0]
+                    break
+                if not self.follow:
+                    return
                 time.sleep(self.poll_interval)
                 names = self.files()
-            i += 1
 
-    def _read_one(self, name: str, position: int, *, last: bool) -> Iterator[Event]:
+    def _read_one(self, name: str, position: int) -> Iterator[Event]:
         if not self.follow:
             yield from read_file(self.directory / name, self.decoder, start_position=position)
             return
