@@ -228,7 +228,8 @@ def _image(cols: tuple[Column, ...], present: list[int], g: _Gen, indent: str, *
     nb = (len(present) + 7) // 8
     if nb == 0:
         return out
-    out.append(f"nb = _from_bytes(buf[p:p + {nb}], 'little')")
+    # the unused high bits of the last null byte are padding, written as 1s: mask them off
+    out.append(f"nb = _from_bytes(buf[p:p + {nb}], 'little') & {(1 << len(present)) - 1}")
     out.append(f"p += {nb}")
     if partial_json:
         # after images of PARTIAL_UPDATE_ROWS: JSON columns flagged in `pj` hold diffs, not values
