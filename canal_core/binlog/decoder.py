@@ -48,8 +48,8 @@ _U64 = struct.Struct("<Q").unpack_from
 _I64 = struct.Struct("<q").unpack_from
 
 # Exceptions that mean "the bytes are not what the format says": re-raised as MalformedEventError.
-_MALFORMED = (struct.error, IndexError, ValueError, UnicodeDecodeError, zlib.error, zstandard.ZstdError,
-              KeyError, OverflowError, TypeError)
+_MALFORMED = (struct.error, IndexError, ValueError, UnicodeError, LookupError, zlib.error, zstandard.ZstdError,
+              OverflowError, TypeError, MemoryError)
 
 # Post-header lengths before any FORMAT_DESCRIPTION_EVENT (only ROTATE can come first, on the wire).
 _DEFAULT_POST_HEADER = {EventType.ROTATE: 8}
@@ -324,7 +324,7 @@ class BinlogDecoder:
         key = raw[q + 2:end]
         tdef = self._tdef_cache.get(key)
         if tdef is None:
-            tdef = parse_table_map_body(key, 0)
+            tdef = parse_table_map_body(key, 0, self.format.flavor if self.format else "mysql")
             if self.schema_hints is not None:
                 hints = self.schema_hints(tdef.schema, tdef.table)
                 if hints:
@@ -482,7 +482,7 @@ class BinlogDecoder:
         if len(data) != size:
             raise ValueError(f"payload is {len(data)} bytes, its header says {size}")
         if ctype == 0:
-            inner = zstandard.ZstdDecompressor().decompress(data, max_output_size=usize)
+            inner = _zstd_bounded(data, usize)
         elif ctype == 255:
             inner = data
         else:
@@ -605,6 +605,26 @@ def _maria_uncompress(data: bytes) -> bytes:
     if len(out) != ulen or not d.eof:
         raise ValueError(f"compressed data inflates to {len(out)} bytes, header says {ulen}")
     return out
+
+
+_ZSTD_CHUNK = 1 << 20
+
+
+def _zstd_bounded(data: bytes, usize: int) -> bytes:
+    """Inflate a payload whose header promises usize bytes, in chunks: MySQL's frames carry no
+    content size, so a corrupt size field must not decide how much memory is allocated."""
+    reader = zstandard.ZstdDecompressor().stream_reader(data)
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = reader.read(_ZSTD_CHUNK)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > usize:
+            raise ValueError(f"payload inflates past the {usize} bytes its header promises")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def _tlv(raw: bytes, p: int, end: int) -> dict[int, bytes]:

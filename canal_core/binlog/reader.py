@@ -84,7 +84,13 @@ def read_file(path: str | os.PathLike[str], decoder: BinlogDecoder | None = None
             head = fh.read(4 + 19)
             if head[:4] != BINLOG_MAGIC:
                 raise BadMagicError(f"bad magic {head[:4].hex(' ')}", file=dec.file, position=0)
+            if len(head) < 23:
+                raise TruncatedEventError("file ends inside its FORMAT_DESCRIPTION_EVENT", file=dec.file,
+                                          position=4)
             flen = _LEN(head, 4 + 9)[0]
+            if flen < 19:
+                raise TruncatedEventError(f"event length {flen} is shorter than an event header",
+                                          file=dec.file, position=4)
             fde = head[4:] + fh.read(flen - 19)
             ev = dec.decode(fde, 4)
             if not isinstance(ev, FormatDescriptionEvent):

@@ -149,8 +149,10 @@ def _str_list(data: bytes, p: int) -> tuple[tuple[str, ...], int]:
     return tuple(vals), p  # type: ignore[return-value]
 
 
-def parse_table_map_body(body: bytes, p: int) -> TableDef:
-    """Parse a TABLE_MAP body from offset p (just after table id and flags)."""
+def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef:
+    """Parse a TABLE_MAP body from offset p (just after table id and flags). ``flavor`` matters for
+    the charset lists: MariaDB counts GEOMETRY columns among the character columns, MySQL does not."""
+    character_types = CHARACTER_TYPES | {T.GEOMETRY} if flavor == "mariadb" else CHARACTER_TYPES
     n = body[p]
     schema = body[p + 1:p + 1 + n].decode("utf8")
     p += 2 + n
@@ -189,7 +191,7 @@ def parse_table_map_body(body: bytes, p: int) -> TableDef:
             for idx, bit in zip(numeric, _bits(fdata, len(numeric)), strict=True):
                 extra[idx]["unsigned"] = bit
         elif ftype in (OM_DEFAULT_CHARSET, OM_ENUM_AND_SET_DEFAULT_CHARSET):
-            targets = [c.index for c in cols if (c.type in CHARACTER_TYPES) == (ftype == OM_DEFAULT_CHARSET)
+            targets = [c.index for c in cols if (c.type in character_types) == (ftype == OM_DEFAULT_CHARSET)
                        and (ftype == OM_DEFAULT_CHARSET or c.type in (T.ENUM, T.SET))]
             default, q = read_packed(fdata, 0)
             coll = dict.fromkeys(targets, default)
@@ -204,7 +206,7 @@ def parse_table_map_body(body: bytes, p: int) -> TableDef:
                 es_collations.update(coll)
         elif ftype in (OM_COLUMN_CHARSET, OM_ENUM_AND_SET_COLUMN_CHARSET):
             if ftype == OM_COLUMN_CHARSET:
-                targets = [c.index for c in cols if c.type in CHARACTER_TYPES]
+                targets = [c.index for c in cols if c.type in character_types]
             else:
                 targets = [c.index for c in cols if c.type in (T.ENUM, T.SET)]
             q = 0

@@ -13,6 +13,7 @@ Value conventions (what a decoded row holds):
 
 from __future__ import annotations
 
+import codecs
 import datetime as _dt
 import ipaddress
 from collections.abc import Callable
@@ -280,7 +281,7 @@ def codec_for_collation(collation_id: int) -> str | None:
         except KeyError:
             cs = None
         if cs is not None:
-            codec = None if cs.name == "binary" else cs.encoding
+            codec = None if cs.name == "binary" else _python_codec(cs.encoding)
         elif collation_id >= 256:
             # MySQL 8 utf8mb4_0900_* and MariaDB 10.10+/11 UCA-14 collations above 255 are
             # utf8mb4/utf8mb3, the only charsets given ids past the classic table.
@@ -291,6 +292,16 @@ def codec_for_collation(collation_id: int) -> str | None:
     return codec
 
 
+def _python_codec(name: str) -> str | None:
+    """The codec if Python has it; charsets it lacks (dec8, hp8, swe7, armscii8, keybcs2, macce,
+    geostd8, eucjpms) stay bytes: better raw than guessed."""
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return None
+    return name
+
+
 def charset_codec(charset_name: str) -> str | None:
     name = charset_name.lower()
     if name == "binary":
@@ -298,7 +309,7 @@ def charset_codec(charset_name: str) -> str | None:
     cs = pymysql.charset.charset_by_name(name)
     if cs is None:
         raise ValueError(f"unknown charset {charset_name!r}")
-    return cs.encoding
+    return _python_codec(cs.encoding)
 
 
 # --- enum / set / logical types ---------------------------------------------------------------
