@@ -14,6 +14,8 @@
 #
 # Overrides (read by `start`; written into the instance's my.cnf): MARIADB_PORT, MARIADB_SERVER_ID,
 # MARIADB_GTID_DOMAIN_ID.  Any other NAME needs MARIADB_PORT and MARIADB_SERVER_ID.
+# MARIADB_LOG_BIN=0 creates an instance with the binary log OFF (e.g. `nobinlog` on 3409, server_id 9, to
+# test that error): read when the instance's my.cnf is first created, then kept (a marker line in my.cnf).
 # If the default port is taken by something else (e.g. another checkout's instance on the same machine),
 # start fails with a clear message; with CI=true (or MARIADB_PORT_AUTO=1) it picks the next free port
 # (default + 10, + 20, ...) instead.  The port in use is always the one in my.cnf: `scripts/mariadb.sh
@@ -64,6 +66,16 @@ defaults_for_name() {
     PORT="${MARIADB_PORT:-$DEF_PORT}"
     SERVER_ID="${MARIADB_SERVER_ID:-$DEF_SID}"
     GTID_DOMAIN="${MARIADB_GTID_DOMAIN_ID:-$DEF_DOMAIN}"
+    # The binlog switch belongs to the instance: read when its my.cnf is first written, kept afterwards.
+    if [[ -f "$CNF" ]]; then
+        if grep -q '^# canal: log_bin=0$' "$CNF"; then LOG_BIN=0; else LOG_BIN=1; fi
+    else
+        LOG_BIN="${MARIADB_LOG_BIN:-1}"
+    fi
+    if [[ "$LOG_BIN" != "0" && "$LOG_BIN" != "1" ]]; then
+        log "MARIADB_LOG_BIN must be 0 or 1, not '$LOG_BIN'"
+        exit 2
+    fi
     if [[ -z "$PORT" || -z "$SERVER_ID" ]]; then
         log "instance '$NAME' has no default port/server_id: set MARIADB_PORT and MARIADB_SERVER_ID"
         exit 2
@@ -98,6 +110,19 @@ configured_port() {
     fi
 }
 
+# The log-bin lines of my.cnf; with LOG_BIN=0 a marker instead, and the server runs with log_bin=OFF.
+log_bin_lines() {
+    if [[ "$LOG_BIN" == "0" ]]; then
+        echo "# canal: log_bin=0"
+        echo "# (instance created with MARIADB_LOG_BIN=0: no binary log; the binlog settings below are inert)"
+        return 0
+    fi
+    echo "# relative names resolve inside datadir (= $DATADIR/mysql-bin); the index then holds ./mysql-bin.NNNNNN,"
+    echo "# so the instance survives the checkout moving; relay-log is fixed so it does not follow the hostname."
+    echo "log-bin                     = mysql-bin"
+    echo "log-bin-index               = mysql-bin.index"
+}
+
 write_cnf() {
     mkdir -p "$BASE" "$DATADIR"
     local tmp="$CNF.tmp.$$"
@@ -117,10 +142,7 @@ skip-external-locking
 server_id                   = $SERVER_ID
 
 # binlog, as Canal needs it
-# relative names resolve inside datadir (= $DATADIR/mysql-bin); the index then holds ./mysql-bin.NNNNNN,
-# so the instance survives the checkout moving; relay-log is fixed so it does not follow the hostname.
-log-bin                     = mysql-bin
-log-bin-index               = mysql-bin.index
+$(log_bin_lines)
 relay-log                   = relay-bin
 relay-log-index             = relay-bin.index
 binlog_format               = ROW
