@@ -24,6 +24,7 @@ command -v mariadbd >/dev/null || pkgs+=(mariadb-server)
 command -v mariadb-admin >/dev/null && command -v mariadb >/dev/null || pkgs+=(mariadb-client)
 [[ "$(java_major)" -ge 17 ]] 2>/dev/null || pkgs+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || pkgs+=(maven)
+command -v openssl >/dev/null || pkgs+=(openssl)  # the private MariaDB's TLS certificates
 command -v python3 >/dev/null || pkgs+=(python3)
 if [[ ! -x .venv/bin/python ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     pkgs+=(python3-venv)

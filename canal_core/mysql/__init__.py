@@ -9,6 +9,7 @@ from canal_core.mysql.errors import (
     MissingPrivilegeError,
     ReplicationAuthError,
     ReplicationError,
+    ReplicationTLSError,
     ServerUnreachableError,
 )
 
@@ -21,6 +22,7 @@ __all__ = [
     "ReplicationAuthError",
     "ReplicationConnection",
     "ReplicationError",
+    "ReplicationTLSError",
     "ServerInfo",
     "ServerUnreachableError",
 ]

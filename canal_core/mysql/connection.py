@@ -35,6 +35,7 @@ from canal_core.mysql.errors import (
     MissingPrivilegeError,
     ReplicationAuthError,
     ReplicationError,
+    ReplicationTLSError,
     ServerUnreachableError,
 )
 
@@ -169,6 +170,10 @@ class ReplicationConnection:
                 max_allowed_packet=1 << 30)
         except pymysql.err.MySQLError as e:
             code, msg = self._err_args(e)
+            if self.ssl and ("SSL" in msg or "TLS" in msg or "certificate" in msg):
+                raise ReplicationTLSError(
+                    f"TLS handshake with {self.server_address} failed ({msg}): check that ssl['ca'] is the CA "
+                    f"that signed the server certificate and that the host name matches it", code=code) from e
             if code in _AUTH_CODES:
                 raise ReplicationAuthError(
                     f"{self.server_address} refused login for user {self.user!r} ({msg}): check the "

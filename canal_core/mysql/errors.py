@@ -50,6 +50,10 @@ class ServerUnreachableError(ReplicationError):
     retryable = True
 
 
+class ReplicationTLSError(ReplicationError):
+    """The TLS handshake failed (untrusted certificate, name mismatch, no TLS on the server)."""
+
+
 class ReplicationAuthError(ReplicationError):
     """The server refused the credentials or the authentication method."""
 

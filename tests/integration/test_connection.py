@@ -26,6 +26,7 @@ from canal_core.mysql import (
     MissingPrivilegeError,
     ReplicationAuthError,
     ReplicationConnection,
+    ReplicationTLSError,
 )
 from canal_core.mysql import protocol as proto
 
@@ -352,3 +353,36 @@ def test_command_payload_layouts() -> None:
     reg = proto.register_slave(5, b"h", port=3306)
     assert reg == bytes.fromhex("15 05000000 01") + b"h" + bytes.fromhex("00 00 ea0c 00000000 00000000")
     assert proto.parse_err_payload(b"\xff\xd4\x04#HY000boom") == (1236, "boom")
+
+
+def _tls_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / ".runtime" / "mariadb" / "primary" / "tls"
+
+
+def test_dump_over_verified_tls(mariadb_settings: Any, admin_conn: pymysql.connections.Connection,
+                                table: str) -> None:
+    ca = _tls_dir() / "ca.pem"
+    assert ca.exists(), f"{ca} missing: scripts/mariadb.sh makes it when the instance starts"
+    ssl = {"ca": str(ca), "check_hostname": True}
+    with _repl(mariadb_settings, ssl=ssl).connect() as conn:
+        # the session really is encrypted, with the server certificate verified against our CA
+        cipher = conn._query("SHOW SESSION STATUS LIKE 'Ssl_cipher'")[0][1]
+        assert cipher and cipher != b"" and cipher != ""
+        file, pos, _ = conn.master_status()
+        _exec(admin_conn, f"INSERT INTO {table} (id, v) VALUES (1, 'over tls')")
+        tls_events = list(conn.dump(file, pos, non_blocking=True))
+    with _repl(mariadb_settings).connect() as conn:
+        plain_events = list(conn.dump(file, pos, non_blocking=True))
+    assert tls_events == plain_events
+    assert any(b"over tls" in ev for ev in tls_events)
+
+
+def test_tls_with_a_foreign_ca_is_a_typed_error(mariadb_settings: Any, tmp_path: Path) -> None:
+    import subprocess
+
+    other = tmp_path / "other-ca.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=someone else", "-keyout", str(tmp_path / "k.pem"), "-out", str(other)],
+                   check=True, capture_output=True)
+    with pytest.raises(ReplicationTLSError, match=r"TLS handshake with .* failed"):
+        _repl(mariadb_settings, ssl={"ca": str(other), "check_hostname": True}).connect()
