@@ -1,0 +1,177 @@
+"""Canal's filters: table white/black regexes, field filters and the query/DML kind switches.
+
+Table regex rules (canal.instance.filter.regex / .black.regex): the list is split on top-level commas
+(a comma inside (), [] or {} belongs to its pattern, so `db\\.t{1,3}` stays whole), each pattern is
+anchored ^...$ and matched case-insensitively against "schema.table". An empty white filter accepts
+everything; an empty black filter rejects nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+
+class FilterConfigError(ValueError):
+    """A filter setting that cannot be compiled; names the config key."""
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    escaped = False
+    for ch in text:
+        if escaped:
+            cur.append(ch)
+            escaped = False
+            continue
+        if ch == "\\":
+            cur.append(ch)
+            escaped = True
+            continue
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth:
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+class TableFilter:
+    """One regex list, Canal style. ``empty_accepts``: what an empty list answers."""
+
+    def __init__(self, spec: str | None, *, empty_accepts: bool, key: str = "canal.instance.filter.regex") -> None:
+        self.spec = (spec or "").strip()
+        self.empty_accepts = empty_accepts
+        patterns = split_top_level(self.spec)
+        self.patterns = tuple(patterns)
+        if not patterns:
+            self._regex = None
+        else:
+            try:
+                # longest first, as Canal orders them; alternation of anchored patterns
+                ordered = sorted(patterns, key=len, reverse=True)
+                self._regex = re.compile("|".join(f"^(?:{p})$" for p in ordered), re.IGNORECASE)
+            except re.error as e:
+                raise FilterConfigError(f"{key}={self.spec!r}: invalid regular expression ({e})") from e
+        self._match = lru_cache(maxsize=4096)(self._match_uncached)
+
+    def _match_uncached(self, name: str) -> bool:
+        assert self._regex is not None
+        return self._regex.match(name) is not None
+
+    def matches(self, schema: str, table: str) -> bool:
+        if self._regex is None:
+            return self.empty_accepts
+        return self._match(f"{schema}.{table}")
+
+    def __repr__(self) -> str:
+        return f"TableFilter({self.spec!r})"
+
+
+def parse_field_filter(spec: str | None, key: str) -> dict[str, frozenset[str]]:
+    """"schema.table:col1/col2,schema2.t2:c" -> {"schema.table": {"col1", "col2"}, ...} (lower case)."""
+    out: dict[str, frozenset[str]] = {}
+    for item in split_top_level(spec or ""):
+        if ":" not in item:
+            raise FilterConfigError(f"{key}: {item!r} is not schema.table:col1/col2")
+        table, cols = item.split(":", 1)
+        names = frozenset(c.strip().lower() for c in cols.split("/") if c.strip())
+        if not table.strip() or not names:
+            raise FilterConfigError(f"{key}: {item!r} is not schema.table:col1/col2")
+        out[table.strip().lower()] = names
+    return out
+
+
+@dataclass
+class EventFilter:
+    """Everything the parser asks before turning an event into entries (canal.instance.filter.*)."""
+
+    white: TableFilter = field(default_factory=lambda: TableFilter(".*\\..*", empty_accepts=True))
+    black: TableFilter = field(default_factory=lambda: TableFilter(
+        "mysql\\.slave_.*", empty_accepts=False, key="canal.instance.filter.black.regex"))
+    field_white: dict[str, frozenset[str]] = field(default_factory=dict)
+    field_black: dict[str, frozenset[str]] = field(default_factory=dict)
+    query_dml: bool = False  # filter.query.dml: drop DML logged as statements
+    query_dcl: bool = False  # filter.query.dcl: drop GRANT/REVOKE/user statements
+    query_ddl: bool = False  # filter.query.ddl: drop DDL entries (history still applies them)
+    dml_insert: bool = False
+    dml_update: bool = False
+    dml_delete: bool = False
+    table_error: bool = False  # filter.table.error: skip rows of unknown tables instead of failing
+    rows: bool = False  # filter.rows: drop all row data (DDL only)
+    transaction_entry: bool = False  # filter.transaction.entry: no BEGIN/END entries
+
+    @classmethod
+    def from_config(cls, get: dict[str, str] | None = None) -> EventFilter:
+        """From canal.instance.filter.* keys (values as strings, as read from the properties)."""
+        c = get or {}
+
+        def flag(key: str) -> bool:
+            v = c.get(key, "false").strip().lower()
+            if v not in ("true", "false"):
+                raise FilterConfigError(f"{key}={c.get(key)!r}: expected true or false")
+            return v == "true"
+
+        return cls(
+            white=TableFilter(c.get("canal.instance.filter.regex", ".*\\..*"), empty_accepts=True,
+                              key="canal.instance.filter.regex"),
+            black=TableFilter(c.get("canal.instance.filter.black.regex", "mysql\\.slave_.*"), empty_accepts=False,
+                              key="canal.instance.filter.black.regex"),
+            field_white=parse_field_filter(c.get("canal.instance.filter.field"), "canal.instance.filter.field"),
+            field_black=parse_field_filter(c.get("canal.instance.filter.black.field"),
+                                           "canal.instance.filter.black.field"),
+            query_dml=flag("canal.instance.filter.query.dml"),
+            query_dcl=flag("canal.instance.filter.query.dcl"),
+            query_ddl=flag("canal.instance.filter.query.ddl"),
+            dml_insert=flag("canal.instance.filter.dml.insert"),
+            dml_update=flag("canal.instance.filter.dml.update"),
+            dml_delete=flag("canal.instance.filter.dml.delete"),
+            table_error=flag("canal.instance.filter.table.error"),
+            rows=flag("canal.instance.filter.rows"),
+            transaction_entry=flag("canal.instance.filter.transaction.entry"),
+        )
+
+    def table(self, schema: str, table: str) -> bool:
+        """Whether rows of schema.table are wanted."""
+        return self.white.matches(schema, table) and not self.black.matches(schema, table)
+
+    def dml_kind(self, kind: str) -> bool:
+        """Whether rows events of this kind ("write" | "update" | "delete") are wanted."""
+        if self.rows:
+            return False
+        return not ((kind == "write" and self.dml_insert) or (kind == "update" and self.dml_update)
+                    or (kind == "delete" and self.dml_delete))
+
+    def columns(self, schema: str, table: str, names: list[str]) -> list[bool] | None:
+        """Which columns to keep, or None for all (field filters: keep-list wins over drop-list)."""
+        key = f"{schema}.{table}".lower()
+        keep = self.field_white.get(key)
+        if keep is not None:
+            return [n.lower() in keep for n in names]
+        drop = self.field_black.get(key)
+        if drop is not None:
+            return [n.lower() not in drop for n in names]
+        return None
+
+
+_DCL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(GRANT|REVOKE|CREATE\s+USER|DROP\s+USER|ALTER\s+USER|RENAME\s+USER|"
+                  r"SET\s+PASSWORD|CREATE\s+ROLE|DROP\s+ROLE|SET\s+DEFAULT\s+ROLE|FLUSH\s+PRIVILEGES)\b",
+                  re.IGNORECASE | re.DOTALL)
+_DML = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE|LOAD\s+DATA)\b", re.IGNORECASE | re.DOTALL)
+
+
+def statement_kind(sql: str) -> str:
+    """"dcl" | "dml" | "other" for a QUERY event's statement (the query.dcl / query.dml switches)."""
+    if _DCL.match(sql):
+        return "dcl"
+    if _DML.match(sql):
+        return "dml"
+    return "other"
