@@ -153,6 +153,8 @@ def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef
     """Parse a TABLE_MAP body from offset p (just after table id and flags). ``flavor`` matters for
     the charset lists: MariaDB counts GEOMETRY columns among the character columns, MySQL does not."""
     character_types = CHARACTER_TYPES | {T.GEOMETRY} if flavor == "mariadb" else CHARACTER_TYPES
+    # MariaDB also gives YEAR (a tinyint underneath) a bit in the SIGNEDNESS bitmap; MySQL does not
+    numeric_types = NUMERIC_TYPES | {T.YEAR} if flavor == "mariadb" else NUMERIC_TYPES
     n = body[p]
     schema = body[p + 1:p + 1 + n].decode("utf8")
     p += 2 + n
@@ -187,7 +189,7 @@ def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef
             raise ValueError(f"optional metadata field {ftype} truncated")
         p += flen
         if ftype == OM_SIGNEDNESS:
-            numeric = [c.index for c in cols if c.type in NUMERIC_TYPES]
+            numeric = [c.index for c in cols if c.type in numeric_types]
             for idx, bit in zip(numeric, _bits(fdata, len(numeric)), strict=True):
                 extra[idx]["unsigned"] = bit
         elif ftype in (OM_DEFAULT_CHARSET, OM_ENUM_AND_SET_DEFAULT_CHARSET):

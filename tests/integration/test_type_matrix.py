@@ -261,3 +261,23 @@ def test_every_type_round_trips_through_the_binlog(mariadb_settings: Any, admin_
     assert "0000-00-00 00:00:00" in flat
     assert sum(1 for row in inserted if None not in row) >= NROWS // 2, "no NULL-free rows: fast path untested"
     assert any(isinstance(v, Decimal) and len(str(v)) > 40 for v in flat)
+
+
+def test_signedness_after_a_year_column(mariadb_settings: Any, admin_conn: Any) -> None:
+    """MariaDB gives YEAR a bit in the SIGNEDNESS metadata: columns after it must keep their own sign."""
+    s = mariadb_settings
+    with ReplicationConnection(s.host, s.port, s.repl_user, s.repl_password) as rc:
+        file, pos, _ = rc.master_status()
+    with admin_conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS canal_test.year_sign")
+        cur.execute("CREATE TABLE canal_test.year_sign (y YEAR, i INT UNSIGNED, j INT, k BIGINT UNSIGNED, l SMALLINT)")
+        cur.execute("INSERT INTO canal_test.year_sign VALUES (2024, 4294967295, -5, 18446744073709551615, -32768)")
+        cur.execute("SELECT * FROM canal_test.year_sign")
+        want = cur.fetchone()
+        cur.execute("DROP TABLE canal_test.year_sign")
+    with ReplicationConnection(s.host, s.port, s.repl_user, s.repl_password) as rc:
+        dec = BinlogDecoder()  # signedness from the binlog's own metadata only, no schema hints
+        rows = [r for raw in rc.dump(file, pos, non_blocking=True)
+                for ev in [dec.decode(raw)] if isinstance(ev, RowsEvent) and ev.table.table == "year_sign"
+                for r in ev.rows]
+    assert rows == [want]
