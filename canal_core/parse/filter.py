@@ -168,6 +168,12 @@ _DCL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(GRANT|REVOKE|CREATE\s+USER|DROP\s+USER
 _DML = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE|LOAD\s+DATA)\b", re.IGNORECASE | re.DOTALL)
 
 
+def dml_verb(sql: str) -> str | None:
+    """INSERT | UPDATE | DELETE | REPLACE | LOAD DATA for statement-logged DML, else None."""
+    m = _DML.match(sql)
+    return " ".join(m.group(1).upper().split()) if m else None
+
+
 def statement_kind(sql: str) -> str:
     """"dcl" | "dml" | "other" for a QUERY event's statement (the query.dcl / query.dml switches)."""
     if _DCL.match(sql):

@@ -1,0 +1,427 @@
+"""EventParser: owns the dump loop of one destination.
+
+find the start position -> dump -> decode (schema hints from the history) -> convert to Canal entries
+-> hand them to the sink (which blocks until stored) -> at each transaction boundary record the
+position. Errors reconnect with backoff from the last recorded boundary; a heartbeat detector can
+switch to the standby, which resumes by timestamp (Canal's fallbackIntervalInSeconds rewind).
+
+Positions recorded are transaction boundaries: journal + the offset where the next transaction
+starts (the end of its XID/COMMIT/DDL event), the event's time in ms, the executed GTID set. A restart
+from there never splits a transaction and loses nothing; what was sunk after the last record is
+delivered again (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pymysql
+
+from ..binlog import BinlogDecoder
+from ..binlog import events as E
+from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
+from ..mysql import ConnectionLostError, ReplicationConnection, ReplicationError
+from .filter import EventFilter, dml_verb, statement_kind
+from .locator import StartConfig, StartPositionError, StartPositionLocator, same_source
+from .model import (
+    EVENT_DELETE,
+    EVENT_INSERT,
+    EVENT_UPDATE,
+    DdlResult,
+    EntryPosition,
+    LogIdentity,
+    LogPosition,
+    SchemaHistoryError,
+    TableMeta,
+    UnknownTableError,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    host: str
+    port: int
+    user: str = "canal"
+    password: str = "canal"
+    ssl: dict[str, Any] | None = None
+
+    @property
+    def identity(self) -> LogIdentity:
+        return LogIdentity(address=self.host, port=self.port)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class ParserConfig:
+    destination: str
+    master: SourceConfig
+    standby: SourceConfig | None = None
+    slave_id: int = 0  # 0: derive a stable one (canal.instance.mysql.slaveId)
+    heartbeat_period: float = 15.0  # @master_heartbeat_period
+    detecting_enable: bool = False  # canal.instance.detecting.enable
+    detecting_sql: str = "select 1"
+    detecting_interval: float = 3.0  # seconds (canal.instance.detecting.interval.time)
+    detecting_retry_threshold: int = 3
+    heartbeat_ha_enable: bool = False
+    master_start: StartConfig = field(default_factory=StartConfig)  # canal.instance.master.*
+    standby_start: StartConfig = field(default_factory=StartConfig)  # canal.instance.standby.*
+    reconnect_min: float = 0.5
+    reconnect_max: float = 30.0
+    subscribed: Callable[[str, str], bool] | None = None  # tables whose unparsable DDL must stop us
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Sink(Protocol):
+    def __call__(self, entries: Sequence[Any]) -> None: ...
+
+
+class PositionManager(Protocol):
+    def get_latest(self, destination: str) -> LogPosition | None: ...
+
+    def persist(self, destination: str, position: LogPosition) -> None: ...
+
+
+class History(Protocol):
+    def table(self, schema: str, name: str) -> TableMeta | None: ...
+
+    def hints(self, schema: str, name: str) -> Any: ...
+
+    def apply_ddl(self, default_schema: str, sql: str, position: EntryPosition, *,
+                  is_subscribed: Callable[[str, str], bool] | None = None) -> DdlResult: ...
+
+    def check_table_map(self, table_def: Any, position: EntryPosition) -> None: ...
+
+
+Locate = Callable[[SourceConfig, LogPosition | None], tuple[EntryPosition, bool]]
+
+
+class _Switch(Exception):
+    """Internal: leave the dump to change source."""
+
+
+class EventParser:
+    def __init__(self, config: ParserConfig, *, sink: Sink, history: History, positions: PositionManager,
+                 converter_factory: Callable[[LogIdentity], Any], event_filter: EventFilter | None = None,
+                 locate: Locate | None = None,
+                 restore_history: Callable[[EntryPosition], None] | None = None) -> None:
+        self.config = config
+        self.sink = sink
+        self.history = history
+        self.positions = positions
+        self.locate = locate or self._locate
+        self.converter_factory = converter_factory
+        self.filter = event_filter or EventFilter()
+        self.restore_history = restore_history or getattr(history, "restore", None)
+        self.source = config.master
+        self.running = False
+        self.last_error: BaseException | None = None
+        self.switches = 0
+        self.switched_at: float | None = None  # time.monotonic() of the last switch
+        self.events = 0
+        self.entries = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: ReplicationConnection | None = None
+        self._conn_lock = threading.Lock()
+        self._switch_requested = threading.Event()
+        self._detector: threading.Thread | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self._stop.clear()
+        self.running = True
+        self._thread = threading.Thread(target=self.run, name=f"parser-{self.config.destination}", daemon=True)
+        self._thread.start()
+        if self.config.detecting_enable:
+            self._detector = threading.Thread(target=self._detect, name=f"detect-{self.config.destination}",
+                                              daemon=True)
+            self._detector.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._close_conn()
+        for t in (self._thread, self._detector):
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout)
+        self.running = False
+
+    def _close_conn(self) -> None:
+        with self._conn_lock:
+            conn = self._conn
+        if conn is not None:
+            conn.close()
+
+    # ---- main loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        backoff = self.config.reconnect_min
+        while not self._stop.is_set():
+            try:
+                self._dump_once()
+                backoff = self.config.reconnect_min
+            except _Switch:
+                self._do_switch()
+                backoff = self.config.reconnect_min
+            except (ReplicationError, OSError, pymysql.err.MySQLError) as e:
+                self.last_error = e
+                if self._stop.is_set():
+                    break
+                if self._switch_requested.is_set():
+                    self._do_switch()
+                    continue
+                log.warning("%s: dump from %s failed (%s); retrying in %.1f s", self.config.destination,
+                            self.source.address, e, backoff)
+                self._stop.wait(backoff * (0.8 + 0.4 * random.random()))
+                backoff = min(backoff * 2, self.config.reconnect_max)
+            except (SchemaHistoryError, StartPositionError) as e:
+                # needs a person (rebuild the history, fix the configured position): retrying would loop
+                self.last_error = e
+                log.error("%s: %s", self.config.destination, e)
+                break
+        self.running = False
+
+    def _do_switch(self) -> None:
+        self._switch_requested.clear()
+        standby = self.config.standby
+        if standby is None:
+            return
+        old = self.source
+        self.source = standby if self.source == self.config.master else self.config.master
+        self.switches += 1
+        self.switched_at = time.monotonic()
+        log.warning("%s: switching from %s to %s", self.config.destination, old.address, self.source.address)
+
+    def _dump_once(self) -> None:
+        stored = self.positions.get_latest(self.config.destination)
+        start, gtid_mode = self.locate(self.source, stored)
+        if self.restore_history is not None:
+            if stored is None or same_source(stored.identity, self.source.identity):
+                self.restore_history(start)
+            else:
+                # binlog coordinates of another server mean nothing here: restore by time, as Canal's
+                # TSDB rolls back by timestamp
+                when = start.timestamp
+                if when is None and stored.position.timestamp is not None:
+                    cfg = self.config.master_start if self.source == self.config.master else self.config.standby_start
+                    when = stored.position.timestamp - cfg.fallback_interval * 1000
+                self.restore_history(EntryPosition(timestamp=when))
+        identity = self.source.identity
+        converter = self.converter_factory(identity)
+        conn = self._connection(self.source)
+        with self._conn_lock:
+            self._conn = conn
+        try:
+            conn.connect()
+            flavor = conn.server_info().flavor
+            gtid_state: MySQLGtidSet | MariaGtidPosition | None = None
+            if start.gtid:
+                gtid_state = MariaGtidPosition(start.gtid) if flavor == "mariadb" else MySQLGtidSet(start.gtid)
+            elif flavor == "mariadb":
+                gtid_state = MariaGtidPosition()
+            decoder = BinlogDecoder(checksum=None, schema_hints=self._hints, table_filter=self.filter.table,
+                                    file=start.journal_name or None)
+            stream = conn.dump(start.journal_name, start.position, gtid=start.gtid if gtid_mode else None)
+            state = _TxState(gtid_state)
+            for raw in stream:
+                if self._stop.is_set():
+                    return
+                if self._switch_requested.is_set():
+                    raise _Switch
+                ev = decoder.decode(raw)
+                for inner in decoder.iter_events(ev):
+                    self._handle(inner, decoder, converter, state)
+        except ConnectionLostError:
+            if self._switch_requested.is_set():
+                raise _Switch from None
+            raise
+        finally:
+            with self._conn_lock:
+                self._conn = None
+            conn.close()
+
+    def _connection(self, src: SourceConfig) -> ReplicationConnection:
+        return ReplicationConnection(src.host, src.port, src.user, src.password, ssl=src.ssl,
+                                     server_id=self.config.slave_id, heartbeat_period=self.config.heartbeat_period,
+                                     destination=self.config.destination)
+
+    def _locate(self, src: SourceConfig, stored: LogPosition | None) -> tuple[EntryPosition, bool]:
+        cfg = self.config.master_start if src == self.config.master else self.config.standby_start
+        start = StartPositionLocator(lambda: self._connection(src), src.identity, cfg).locate(stored)
+        log.info("%s: starting %s at %s:%s (%s)", self.config.destination, src.address,
+                 start.position.journal_name, start.position.position, start.rule)
+        return start.position, start.gtid_mode
+
+    def _hints(self, schema: str, table: str) -> Any:
+        return self.history.hints(schema, table)
+
+    # ---- one event -----------------------------------------------------------------------------
+
+    def _handle(self, ev: E.Event, decoder: BinlogDecoder, converter: Any, st: _TxState) -> None:
+        self.events += 1
+        f = self.filter
+        if isinstance(ev, E.MariaGtidEvent):
+            st.pending_gtid = ev.gtid
+            st.standalone = ev.standalone
+            st.in_tx = not ev.standalone
+            st.begin_position = ev.position
+            if not ev.standalone and not f.transaction_entry:
+                self._emit([converter.begin(ev, st.gtid_text(ev.gtid))])
+            return
+        if isinstance(ev, E.GtidEvent):
+            st.pending_gtid = None if ev.anonymous else ev.gtid
+            return
+        if isinstance(ev, E.QueryEvent):
+            self._query(ev, decoder, converter, st)
+            return
+        if isinstance(ev, E.TableMapEvent):
+            if f.table(ev.table.schema, ev.table.table):
+                self.history.check_table_map(ev.table, self._pos(ev, st))
+            return
+        if isinstance(ev, E.RowsEvent):
+            self._rows(ev, converter, st)
+            return
+        if isinstance(ev, E.XidEvent):
+            st.commit()
+            if not f.transaction_entry:
+                self._emit([converter.end(ev, st.gtid_text())])
+            self._boundary(ev, st)
+            return
+        if isinstance(ev, E.RotateEvent | E.FormatDescriptionEvent | E.HeartbeatEvent):
+            return
+
+    def _query(self, ev: E.QueryEvent, decoder: BinlogDecoder, converter: Any, st: _TxState) -> None:
+        f = self.filter
+        sql = ev.query.strip()
+        upper = sql[:9].upper()
+        if upper.startswith("BEGIN"):
+            st.in_tx = True
+            if not f.transaction_entry and not isinstance(st.gtid_state, MariaGtidPosition):
+                self._emit([converter.begin(ev, st.gtid_text())])
+            return
+        if upper.startswith("COMMIT") and st.in_tx:
+            st.commit()
+            if not f.transaction_entry:
+                self._emit([converter.end(ev, st.gtid_text())])
+            self._boundary(ev, st)
+            return
+        kind = statement_kind(sql)
+        if kind == "dml":  # statement-based DML: typed INSERT/UPDATE/DELETE, isDdl false, unless filtered
+            if not f.query_dml:
+                etype = {"UPDATE": EVENT_UPDATE, "DELETE": EVENT_DELETE}.get(dml_verb(sql) or "", EVENT_INSERT)
+                self._emit([converter.ddl(ev, DdlResult(etype, ev.schema, "", ev.schema, (), True), st.gtid_text())])
+            return
+        result = self.history.apply_ddl(ev.schema, sql, self._pos(ev, st), is_subscribed=self.filter.table)
+        decoder.invalidate_table_cache()
+        st.commit()
+        wanted = not (kind == "dcl" and f.query_dcl) and not f.query_ddl
+        if wanted and (not result.tables or any(f.table(s, t) for s, t in result.tables)):
+            self._emit([converter.ddl(ev, result, st.gtid_text())])
+        if not st.in_tx:
+            self._boundary(ev, st)
+
+    def _rows(self, ev: E.RowsEvent, converter: Any, st: _TxState) -> None:
+        f = self.filter
+        tdef = ev.table
+        if tdef is None or ev.rows is None or not f.table(tdef.schema, tdef.table) or not f.dml_kind(ev.kind):
+            return
+        meta = self.history.table(tdef.schema, tdef.table)
+        if meta is None:
+            if f.table_error:
+                log.warning("%s: skipping rows of unknown table %s.%s at %s:%s", self.config.destination,
+                            tdef.schema, tdef.table, ev.file, ev.position)
+                return
+            raise UnknownTableError(f"rows for {tdef.schema}.{tdef.table} at {ev.file}:{ev.position}, a table the "
+                                    f"schema history does not know")
+        self._emit([converter.rows(ev, meta, st.gtid_text())])
+
+    # ---- positions -----------------------------------------------------------------------------
+
+    def _pos(self, ev: E.Event, st: _TxState) -> EntryPosition:
+        return EntryPosition(journal_name=ev.file or "", position=ev.position or 0, server_id=ev.server_id,
+                             timestamp=ev.timestamp * 1000, gtid=st.gtid_text())
+
+    def _boundary(self, ev: E.Event, st: _TxState) -> None:
+        if ev.file is None or not ev.log_pos:
+            return
+        pos = EntryPosition(journal_name=ev.file, position=ev.log_pos, server_id=ev.server_id,
+                            timestamp=ev.timestamp * 1000, gtid=st.gtid_text())
+        self.positions.persist(self.config.destination, LogPosition(identity=self.source.identity, position=pos))
+        snapshot = getattr(self.history, "maybe_snapshot", None)
+        if snapshot is not None:
+            snapshot(pos)  # periodic (canal.instance.tsdb.snapshot.interval)
+
+    def _emit(self, entries: list[Any]) -> None:
+        entries = [e for e in entries if e is not None]
+        if entries:
+            self.sink(entries)  # blocks until stored
+            self.entries += len(entries)
+
+    # ---- heartbeat detection -------------------------------------------------------------------
+
+    def _detect(self) -> None:
+        failures = 0
+        c = self.config
+        while not self._stop.wait(c.detecting_interval):
+            src = self.source
+            try:
+                conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password,
+                                       ssl=src.ssl, connect_timeout=max(1, int(c.detecting_interval)),
+                                       read_timeout=max(1, int(c.detecting_interval)))
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(c.detecting_sql)
+                        cur.fetchall()
+                finally:
+                    conn.close()
+                failures = 0
+            except (pymysql.err.MySQLError, OSError) as e:
+                failures += 1
+                log.warning("%s: heartbeat to %s failed (%d/%d): %s", c.destination, src.address, failures,
+                            c.detecting_retry_threshold, e)
+                if failures > c.detecting_retry_threshold and c.heartbeat_ha_enable and c.standby is not None:
+                    failures = 0
+                    self._switch_requested.set()
+                    self._close_conn()
+
+
+class _TxState:
+    """GTID and transaction tracking across events of one dump."""
+
+    def __init__(self, gtid_state: MySQLGtidSet | MariaGtidPosition | None) -> None:
+        self.gtid_state = gtid_state
+        self.pending_gtid: str | None = None
+        self.standalone = False
+        self.in_tx = False
+        self.begin_position: int | None = None
+
+    def commit(self) -> None:
+        g = self.pending_gtid
+        if g is not None and self.gtid_state is not None:
+            if isinstance(self.gtid_state, MariaGtidPosition):
+                d, s, n = (int(x) for x in g.split("-"))
+                self.gtid_state.update(d, s, n)
+            else:
+                uuid, _, rest = g.partition(":")
+                tag, _, gno = rest.rpartition(":")
+                self.gtid_state.add(uuid, int(gno), tag)
+        self.pending_gtid = None
+        self.in_tx = False
+
+    def gtid_text(self, current: str | None = None) -> str:
+        if self.gtid_state is None:
+            return ""
+        return str(self.gtid_state)
