@@ -421,11 +421,12 @@ class StartPositionLocator:
         if not sp.journal_name:
             return self._fallback(sp, "stored-timestamp", "the stored position has no journal name")
         server_id = self.meta.server_info().server_id
-        if sp.server_id is not None and sp.server_id != server_id and not self._usable_as_is(sp):
+        # the parser stores the source's own @@server_id: a different one at the same address is another
+        # server behind it (VIP failover), whose offsets mean nothing even where they happen to fit
+        if sp.server_id is not None and sp.server_id != server_id:
             return self._fallback(sp, "server-id-changed",
                                   f"the server id at {self.server} is now {server_id}, the stored position's is "
-                                  f"{sp.server_id}, and {sp.journal_name}:{sp.position} is not a transaction "
-                                  f"boundary there")
+                                  f"{sp.server_id}: another server answers at this address")
         return self._align(sp, "stored")
 
     def _fallback(self, sp: EntryPosition, rule: str, why: str) -> StartPosition:
@@ -518,21 +519,6 @@ class StartPositionLocator:
         return replace(pos, server_id=pos.server_id if pos.server_id is not None else ev.server_id,
                        timestamp=pos.timestamp if pos.timestamp else ev.timestamp * 1000)
 
-    def _usable_as_is(self, sp: EntryPosition) -> bool:
-        """The stored position exists on this server and is a clean transaction boundary there."""
-        try:
-            size = self._size_of(sp.journal_name, sp.position)
-        except BinlogFileNotFoundError:
-            return False
-        p = max(sp.position, BINLOG_START)
-        if p > size:
-            return False
-        if p in (BINLOG_START, size):
-            return True
-        ev = self._event_at(sp.journal_name, p)
-        return ev is not None and ev.boundary
-
-    # ---- timestamp search -----------------------------------------------------------------------------
     def find_by_timestamp(self, t_ms: int, *, from_file: str | None = None) -> EntryPosition:
         """The start of the first transaction whose start event time (s x 1000) is >= ``t_ms``, searching
         from ``from_file`` (else from the file a binary search on first-event times picks); the current

@@ -128,6 +128,7 @@ class EventParser:
         self.last_error: BaseException | None = None
         self.switches = 0
         self.switched_at: float | None = None  # time.monotonic() of the last switch
+        self._source_server_id: int | None = None
         self.events = 0
         self.entries = 0
         self._stop = threading.Event()
@@ -226,7 +227,9 @@ class EventParser:
             self._conn = conn
         try:
             conn.connect()
-            flavor = conn.server_info().flavor
+            info = conn.server_info()
+            flavor = info.flavor
+            self._source_server_id = info.server_id
             gtid_state: MySQLGtidSet | MariaGtidPosition | None = None
             if start.gtid:
                 gtid_state = MariaGtidPosition(start.gtid) if flavor == "mariadb" else MySQLGtidSet(start.gtid)
@@ -357,7 +360,9 @@ class EventParser:
     def _boundary(self, ev: E.Event, st: _TxState) -> None:
         if ev.file is None or not ev.log_pos:
             return
-        pos = EntryPosition(journal_name=ev.file, position=ev.log_pos, server_id=ev.server_id,
+        # server_id: the source's own @@server_id, not the event's origin (which differs when the source
+        # is itself a replica), so a restart can tell that another server took over the address
+        pos = EntryPosition(journal_name=ev.file, position=ev.log_pos, server_id=self._source_server_id,
                             timestamp=ev.timestamp * 1000, gtid=st.gtid_text())
         self.positions.persist(self.config.destination, LogPosition(identity=self.source.identity, position=pos))
         snapshot = getattr(self.history, "maybe_snapshot", None)
