@@ -13,6 +13,7 @@ delivered again (at least once).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 
 import pymysql
 
-from ..binlog import BinlogDecoder
+from ..binlog import ABSENT, BinlogDecoder
 from ..binlog import events as E
 from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
 from ..mysql import ConnectionLostError, ReplicationConnection, ReplicationError
@@ -349,6 +350,9 @@ class EventParser:
                 return
             raise UnknownTableError(f"rows for {tdef.schema}.{tdef.table} at {ev.file}:{ev.position}, a table the "
                                     f"schema history does not know")
+        keep = f.columns(tdef.schema, tdef.table, [c.name for c in meta.columns])
+        if keep is not None:  # field filters: dropped columns become ABSENT, which entries leave out
+            ev = dataclasses.replace(ev, rows=_mask_rows(ev.rows, ev.kind, keep))
         self._emit([converter.rows(ev, meta, st.gtid_text())])
 
     # ---- positions -----------------------------------------------------------------------------
@@ -401,6 +405,15 @@ class EventParser:
                     failures = 0
                     self._switch_requested.set()
                     self._close_conn()
+
+
+def _mask_rows(rows: list[Any], kind: str, keep: list[bool]) -> list[Any]:
+    def mask(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(v if k else ABSENT for v, k in zip(row, keep, strict=True))
+
+    if kind == "update":
+        return [(mask(b), mask(a)) for b, a in rows]
+    return [mask(r) for r in rows]
 
 
 class _TxState:

@@ -233,3 +233,35 @@ def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings
         parser2.stop()
     assert parser2.last_error is None, parser2.last_error
     assert [r[:2] for _, r in _rows(got2, "parser_t")] == [(2, "g2")]
+
+
+def test_field_filter_drops_columns_from_entries(mariadb_settings: Any, admin_conn: Any, clean: None,
+                                                 tmp_path: Path) -> None:
+    from canal_core.binlog import ABSENT
+    from canal_core.entry.model import CanalEntry
+
+    with admin_conn.cursor() as cur:
+        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
+    history = _bootstrap(mariadb_settings, tmp_path)
+    sink = Collector()
+    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser.filter = EventFilter.from_config({"canal.instance.filter.regex": "canal_test\\.parser_.*",
+                                             "canal.instance.filter.field": "canal_test.parser_t:id/amount"})
+    parser.start()
+    try:
+        time.sleep(0.5)
+        with admin_conn.cursor() as cur:
+            cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'secret', 5.00)")
+            cur.execute("UPDATE canal_test.parser_t SET name = 'other', amount = 6.00 WHERE id = 1")
+        got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 2)
+    finally:
+        parser.stop()
+    (_, ins), (_, (before, after)) = _rows(got, "parser_t")
+    assert ins[0] == 1 and ins[1] is ABSENT and str(ins[2]) == "5.00"
+    assert before[1] is ABSENT and after[1] is ABSENT and str(after[2]) == "6.00"
+    # the Canal entry bytes carry no column "name" at all
+    for e in got:
+        if e.rows:
+            decoded = CanalEntry.from_bytes(e.data).entry
+            assert b"secret" not in e.data and b"other" not in e.data
+            assert decoded.header.tableName == "parser_t"
