@@ -336,9 +336,9 @@ class SchemaHistory:
         """A new history whose first snapshot is the live server's schema (SHOW CREATE TABLE of
         every table in ``schemas``, default all but the system schemas), labelled with ``position``
         (default: the server's current SHOW MASTER STATUS). The store must be empty."""
-        version = kwargs.get("server_version", D.DEFAULT_SERVER_VERSION)
-        model, position = read_server_schema(conn, position, schemas, server_version=version)
-        return cls.create(model, position, schemas=schemas, store=store, **kwargs)
+        hist = cls(store, **kwargs)
+        hist.bootstrap(conn, position, schemas=schemas)
+        return hist
 
     @classmethod
     def create(cls, model: SchemaModel, position: EntryPosition, *,
@@ -347,19 +347,38 @@ class SchemaHistory:
         """A new history whose first snapshot is ``model``, valid at ``position``; ``schemas``: the
         schemas it tracks (None = all). The store must be empty."""
         hist = cls(store, **kwargs)
-        if hist._records or hist.store.snapshots():
-            raise SchemaHistoryError(f"bootstrap into a non-empty history ({hist.data_dir or 'store'}); use "
-                                     f"{REBUILD_COMMAND} to replace a history")
-        hist.model = model
-        hist.position = position
-        hist._restored = True
-        hist._write_snapshot(position)
-        meta = hist.store.read_meta()
-        meta.update({"format": FORMAT, "source": hist.source,
-                     "bootstrap": {"position": position.to_json_dict(), "schemas": list(schemas) if schemas else None}})
-        hist.store.write_meta(meta)
-        hist.tracked_schemas = frozenset(schemas) if schemas else None
+        hist._start(model, position, schemas)
         return hist
+
+    @property
+    def empty(self) -> bool:
+        """No snapshot and no record yet: a first start, to be bootstrapped from the server."""
+        return not self._records and not self.store.snapshots()
+
+    def bootstrap(self, conn: Any, position: EntryPosition | None = None, *,
+                  schemas: list[str] | tuple[str, ...] | None = None) -> None:
+        """Take the first snapshot from the live server (see bootstrap_from_server)."""
+        self._check_empty()
+        model, position = read_server_schema(conn, position, schemas, server_version=self.server_version)
+        self._start(model, position, schemas)
+
+    def _check_empty(self) -> None:
+        if not self.empty:
+            raise SchemaHistoryError(f"bootstrap into a non-empty history ({self.data_dir or 'store'}); use "
+                                     f"{REBUILD_COMMAND} to replace a history")
+
+    def _start(self, model: SchemaModel, position: EntryPosition,
+               schemas: list[str] | tuple[str, ...] | None) -> None:
+        self._check_empty()
+        self.model = model
+        self.position = position
+        self._restored = True
+        self._write_snapshot(position)
+        meta = self.store.read_meta()
+        meta.update({"format": FORMAT, "source": self.source,
+                     "bootstrap": {"position": position.to_json_dict(), "schemas": list(schemas) if schemas else None}})
+        self.store.write_meta(meta)
+        self.tracked_schemas = frozenset(schemas) if schemas else None
 
     # ---- reading ------------------------------------------------------------------------------
 

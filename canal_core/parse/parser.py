@@ -80,6 +80,7 @@ class ParserConfig:
     reconnect_min: float = 0.5
     reconnect_max: float = 30.0
     subscribed: Callable[[str, str], bool] | None = None  # tables whose unparsable DDL must stop us
+    bootstrap_schemas: tuple[str, ...] | None = None  # schemas a first start snapshots (None: all user schemas)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -210,7 +211,15 @@ class EventParser:
     def _dump_once(self) -> None:
         stored = self.positions.get_latest(self.config.destination)
         start, gtid_mode = self.locate(self.source, stored)
-        if self.restore_history is not None:
+        if stored is None and getattr(self.history, "empty", False):
+            # first start: the history's first snapshot is the live server's schema at the start position
+            boot = pymysql.connect(host=self.source.host, port=self.source.port, user=self.source.user,
+                                   password=self.source.password, ssl=self.source.ssl)
+            try:
+                self.history.bootstrap(boot, start, schemas=self.config.bootstrap_schemas)  # type: ignore[attr-defined]
+            finally:
+                boot.close()
+        elif self.restore_history is not None:
             if stored is None or same_source(stored.identity, self.source.identity):
                 self.restore_history(start)
             else:

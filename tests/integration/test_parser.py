@@ -265,3 +265,26 @@ def test_field_filter_drops_columns_from_entries(mariadb_settings: Any, admin_co
             decoded = CanalEntry.from_bytes(e.data).entry
             assert b"secret" not in e.data and b"other" not in e.data
             assert decoded.header.tableName == "parser_t"
+
+
+def test_first_start_takes_the_history_snapshot_from_the_server(mariadb_settings: Any, admin_conn: Any,
+                                                                clean: None, tmp_path: Path) -> None:
+    with admin_conn.cursor() as cur:
+        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
+    history = SchemaHistory(tmp_path / "history")  # empty: nothing bootstrapped by hand
+    assert history.empty
+    sink = Collector()
+    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser.config.bootstrap_schemas = ("canal_test",)
+    parser.start()
+    try:
+        time.sleep(0.5)
+        with admin_conn.cursor() as cur:
+            cur.execute("INSERT INTO canal_test.parser_t VALUES (7, 'boot', 7.70)")
+        got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 1)
+    finally:
+        parser.stop()
+    assert parser.last_error is None, parser.last_error
+    assert not history.empty and any((tmp_path / "history" / "snapshots").iterdir())
+    assert next(e.columns for e in got if e.rows) == ("id", "name", "amount")
+    assert [r[:2] for _, r in _rows(got, "parser_t")] == [(7, "boot")]
