@@ -1,0 +1,32 @@
+"""Canal's meta layer: client subscriptions, cursors and outstanding batches, with Canal's rules, JSON and
+error texts. See manager.py (interface, memory), file.py (file-mixed), ledger.py (get/ack/rollback rules),
+compare.py (cursor ordering)."""
+
+from .compare import compare_positions, journal_key, min_position
+from .errors import BatchNotExistError, BatchOrderError, CanalMetaError, MetaStoreError, NotSubscribedError
+from .file import META_FILE_NAME, FileMixedMetaManager
+from .ledger import BatchLedger, meta_position_manager
+from .manager import MemoryMetaManager, MetaManager
+from .model import DEFAULT_CLIENT_ID, ClientIdentity, PositionRange, decode_meta_file, encode_meta_file
+
+__all__ = [
+    "DEFAULT_CLIENT_ID",
+    "META_FILE_NAME",
+    "BatchLedger",
+    "BatchNotExistError",
+    "BatchOrderError",
+    "CanalMetaError",
+    "ClientIdentity",
+    "FileMixedMetaManager",
+    "MemoryMetaManager",
+    "MetaManager",
+    "MetaStoreError",
+    "NotSubscribedError",
+    "PositionRange",
+    "compare_positions",
+    "decode_meta_file",
+    "encode_meta_file",
+    "journal_key",
+    "meta_position_manager",
+    "min_position",
+]
