@@ -4,6 +4,7 @@ transaction (duplicates inside the fallback window are allowed and counted)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -34,8 +35,9 @@ INTERVAL, THRESHOLD, FALLBACK = 0.5, 2, 3
 def _instance(name: str, port: int, server_id: int, domain: int) -> int:
     subprocess.run([str(MARIADB), "stop", name], capture_output=True)
     shutil.rmtree(ROOT / ".runtime" / "mariadb" / name, ignore_errors=True)  # a fresh server each run
-    env = {"MARIADB_PORT": str(port), "MARIADB_SERVER_ID": str(server_id), "MARIADB_GTID_DOMAIN_ID": str(domain),
-           "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    # the caller's environment goes through: with CI=true mariadb.sh moves to a free port if this one is taken
+    env = {**os.environ, "MARIADB_PORT": str(port), "MARIADB_SERVER_ID": str(server_id),
+           "MARIADB_GTID_DOMAIN_ID": str(domain)}
     out = subprocess.run([str(MARIADB), "start", name], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         pytest.fail(f"cannot start private MariaDB {name}: {out.stderr[-2000:]}")
