@@ -1,0 +1,1 @@
+"""A Canal destination: configuration, sink, store and meta wired together (see ``config`` for conf/)."""
