@@ -165,7 +165,10 @@ class ReplicationConnection:
         try:
             self._conn = pymysql.connect(
                 host=self.host, port=self.port, user=self.user, password=self.password,
-                ssl=self.ssl, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                # no ssl settings = plaintext, as Canal's sslMode=DISABLED default: PyMySQL would otherwise
+                # negotiate unverified TLS whenever the server offers it
+                ssl=self.ssl, ssl_disabled=self.ssl is None,
+                connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                 write_timeout=self.write_timeout, charset=self.charset, autocommit=True,
                 max_allowed_packet=1 << 30)
         except pymysql.err.MySQLError as e:

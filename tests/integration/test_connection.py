@@ -386,3 +386,10 @@ def test_tls_with_a_foreign_ca_is_a_typed_error(mariadb_settings: Any, tmp_path:
                    check=True, capture_output=True)
     with pytest.raises(ReplicationTLSError, match=r"TLS handshake with .* failed"):
         _repl(mariadb_settings, ssl={"ca": str(other), "check_hostname": True}).connect()
+
+
+def test_no_ssl_settings_means_plaintext(mariadb_settings: Any) -> None:
+    # Canal's default sslMode=DISABLED: the server offers TLS, but we only use it when configured
+    with _repl(mariadb_settings).connect() as conn:
+        cipher = conn._query("SHOW SESSION STATUS LIKE 'Ssl_cipher'")[0][1]
+    assert cipher in ("", b"")
