@@ -135,6 +135,7 @@ class ReplicationConnection:
         self._file = ""
         self._pos = 4
         self.semi_sync_active = False
+        self._dumping = False
 
     # --- lifecycle ----------------------------------------------------------------------------------
     @property
@@ -198,6 +199,14 @@ class ReplicationConnection:
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
+        if conn is not None and self._dumping:
+            # another thread may sit in recv() on this socket: close() alone does not wake it, shutdown does
+            sock = getattr(conn, "_sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         if conn is not None:
             try:
                 conn.close()
@@ -453,6 +462,7 @@ class ReplicationConnection:
     def _stream(self, conn: pymysql.connections.Connection, want_semi: bool, req_file: str,
                 req_pos: int, gtid: str | None) -> Iterator[bytes]:
         sock = conn._sock
+        self._dumping = True
         timeout = self.read_timeout
         if timeout is None and self.heartbeat_period > 0:
             # Heartbeats arrive every period on an idle server; several missing means a dead link.
@@ -524,6 +534,7 @@ class ReplicationConnection:
             reader.close()
             if self._conn is conn:
                 self.close()
+                self._dumping = False
             else:
                 conn._force_close()  # an abandoned old stream must not close a newer connection
 

@@ -180,9 +180,9 @@ class EventParser:
                 self._do_switch()
                 backoff = self.config.reconnect_min
             except (ReplicationError, OSError, pymysql.err.MySQLError) as e:
-                self.last_error = e
                 if self._stop.is_set():
-                    break
+                    break  # our own stop closed the connection: not an error
+                self.last_error = e
                 if self._switch_requested.is_set():
                     self._do_switch()
                     continue
@@ -209,6 +209,9 @@ class EventParser:
         log.warning("%s: switching from %s to %s", self.config.destination, old.address, self.source.address)
 
     def _dump_once(self) -> None:
+        reset = getattr(self.sink, "reset", None)
+        if reset is not None:
+            reset()  # the dump restarts at a transaction boundary: drop what was buffered of a broken one
         stored = self.positions.get_latest(self.config.destination)
         start, gtid_mode = self.locate(self.source, stored)
         if stored is None and getattr(self.history, "empty", False):
@@ -291,7 +294,7 @@ class EventParser:
             st.standalone = ev.standalone
             st.in_tx = not ev.standalone
             st.begin_position = ev.position
-            if not ev.standalone and not f.transaction_entry:
+            if not ev.standalone:
                 self._emit([converter.begin(ev, st.gtid_text(ev.gtid))])
             return
         if isinstance(ev, E.GtidEvent):
@@ -309,11 +312,13 @@ class EventParser:
             return
         if isinstance(ev, E.XidEvent):
             st.commit()
-            if not f.transaction_entry:
-                self._emit([converter.end(ev, st.gtid_text())])
+            self._emit([converter.end(ev, st.gtid_text())])
             self._boundary(ev, st)
             return
-        if isinstance(ev, E.RotateEvent | E.FormatDescriptionEvent | E.HeartbeatEvent):
+        if isinstance(ev, E.HeartbeatEvent):
+            self._emit([converter.master_heartbeat(ev)])
+            return
+        if isinstance(ev, E.RotateEvent | E.FormatDescriptionEvent):
             return
 
     def _query(self, ev: E.QueryEvent, decoder: BinlogDecoder, converter: Any, st: _TxState) -> None:
@@ -322,13 +327,12 @@ class EventParser:
         upper = sql[:9].upper()
         if upper.startswith("BEGIN"):
             st.in_tx = True
-            if not f.transaction_entry and not isinstance(st.gtid_state, MariaGtidPosition):
+            if not isinstance(st.gtid_state, MariaGtidPosition):
                 self._emit([converter.begin(ev, st.gtid_text())])
             return
         if upper.startswith("COMMIT") and st.in_tx:
             st.commit()
-            if not f.transaction_entry:
-                self._emit([converter.end(ev, st.gtid_text())])
+            self._emit([converter.end(ev, st.gtid_text())])
             self._boundary(ev, st)
             return
         kind = statement_kind(sql)
