@@ -1,0 +1,158 @@
+"""The embedded Canal server API (CanalServerWithEmbedded): subscribe, getWithoutAck, ack, rollback.
+
+Transport-free: the TCP server (canal_core.server.tcp, later) and in-process consumers such as the
+Dagster pipeline call the same methods. Thread-safe: one lock per destination serialises get / ack /
+rollback, as the meta ledger requires.
+
+Timeouts are in seconds: None waits until a full batch is there; 0 returns what is there now (Canal's
+tryGet); t > 0 waits at most t seconds, then returns what is there. An empty result is batch id -1.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..meta import BatchLedger, ClientIdentity, MetaManager, PositionRange
+from ..parse.model import LogIdentity, LogPosition
+from ..store.ring import MemoryEventStore, StoredEvent
+
+
+class CanalServerError(Exception):
+    """A request the server cannot serve (unknown destination, stopped instance)."""
+
+
+@dataclass(slots=True)
+class Message:
+    """What get / getWithoutAck returns: Canal's Message with pre-serialized Entry bytes."""
+
+    batch_id: int
+    entries: list[bytes] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list, repr=False)
+
+    @property
+    def empty(self) -> bool:
+        return self.batch_id == -1
+
+
+class Destination:
+    """What the embedded server needs of one destination: its store, its meta and the source identity
+    positions are labelled with. CanalInstance (canal_core.instance) provides these, with a parser."""
+
+    def __init__(self, name: str, store: MemoryEventStore, meta: MetaManager,
+                 identity: LogIdentity | None = None) -> None:
+        self.name = name
+        self.store = store
+        self.meta = meta
+        self.ledger = BatchLedger(meta)
+        self.identity = identity or LogIdentity()
+        self.lock = threading.RLock()
+        self.filter_listeners: list[Any] = []
+
+    def start(self) -> None:
+        self.meta.start()
+
+    def stop(self) -> None:
+        self.meta.stop()
+        self.store.close()
+
+
+class CanalServerWithEmbedded:
+    def __init__(self) -> None:
+        self._destinations: dict[str, Destination] = {}
+        self._lock = threading.Lock()
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, destination: Destination) -> None:
+        with self._lock:
+            if destination.name in self._destinations:
+                raise CanalServerError(f"destination {destination.name} is already started")
+            destination.start()
+            self._destinations[destination.name] = destination
+
+    def stop(self, name: str) -> None:
+        with self._lock:
+            dest = self._destinations.pop(name, None)
+        if dest is not None:
+            dest.stop()
+
+    def stop_all(self) -> None:
+        for name in list(self._destinations):
+            self.stop(name)
+
+    def is_start(self, name: str) -> bool:
+        return name in self._destinations
+
+    def destinations(self) -> Iterable[str]:
+        return list(self._destinations)
+
+    def _dest(self, name: str) -> Destination:
+        dest = self._destinations.get(name)
+        if dest is None:
+            raise CanalServerError(f"destination:{name} should start first")
+        return dest
+
+    # ---- Canal's API ---------------------------------------------------------------------------
+
+    def subscribe(self, client: ClientIdentity) -> None:
+        dest = self._dest(client.destination)
+        with dest.lock:
+            dest.meta.subscribe(client)
+            if client.filter:
+                # a non-empty client filter replaces the instance's filter regex (Canal's rule)
+                for listener in dest.filter_listeners:
+                    listener(client.filter)
+
+    def unsubscribe(self, client: ClientIdentity) -> None:
+        dest = self._dest(client.destination)
+        with dest.lock:
+            dest.meta.unsubscribe(client)
+
+    def get_without_ack(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
+        dest = self._dest(client.destination)
+        with dest.lock:
+            dest.ledger.check_subscribe(client)
+            batch = dest.store.get(batch_size, timeout)
+            if not batch.events:
+                return Message(batch_id=-1)
+            assert batch.start is not None and batch.end is not None
+            ident = dest.identity
+            rng = PositionRange(start=LogPosition(ident, batch.start),
+                                ack=LogPosition(ident, batch.ack) if batch.ack is not None else None,
+                                end=LogPosition(ident, batch.end), end_seq=batch.end_seq)
+            batch_id = dest.ledger.register(client, rng)
+            return Message(batch_id=batch_id, entries=batch.data, events=batch.events)
+
+    def get(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
+        """getWithoutAck followed by ack of that batch (Canal's get)."""
+        dest = self._dest(client.destination)
+        with dest.lock:
+            msg = self.get_without_ack(client, batch_size, timeout)
+            if not msg.empty:
+                self.ack(client, msg.batch_id)
+            return msg
+
+    def ack(self, client: ClientIdentity, batch_id: int) -> None:
+        """Ack the oldest outstanding batch: the client cursor moves to its ack position and the store frees
+        its slots. Canal's errors: BatchOrderError ("batchId:x is not the firstly:y"), BatchNotExistError."""
+        dest = self._dest(client.destination)
+        with dest.lock:
+            rng = dest.ledger.ack(client, batch_id)
+            if rng.end_seq >= 0:
+                dest.store.ack(seq=rng.end_seq)
+
+    def rollback(self, client: ClientIdentity, batch_id: int | None = None) -> None:
+        """Drop outstanding batches (all, or batch_id and later) and rewind the store's get cursor: the
+        same entries, byte-identical and in order, come again."""
+        dest = self._dest(client.destination)
+        with dest.lock:
+            dest.ledger.rollback(client, batch_id)
+            dest.store.rollback()
+
+    def list_batch_ids(self, client: ClientIdentity) -> list[int]:
+        dest = self._dest(client.destination)
+        with dest.lock:
+            return list(dest.meta.list_all_batches(client))

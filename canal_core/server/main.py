@@ -1,0 +1,205 @@
+"""canal-server: run the destinations of a conf directory.
+
+    canal-server start  --conf conf [--run-dir DIR]   # in the background; pid file, logs
+    canal-server run    --conf conf [--run-dir DIR]   # in the foreground
+    canal-server stop   --conf conf [--run-dir DIR]   # SIGTERM: every meta manager flushes, then exit
+    canal-server status --conf conf [--run-dir DIR]   # running (pid, destinations) or stopped; exit 0/1
+
+The run directory (default: <conf>/../logs, as Canal's layout) holds canal.pid, canal/canal.log (the
+server's log), <destination>/<destination>.log (each destination's log) and canal/status.json
+(refreshed every few seconds: destinations, their state and the store/parser counters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .controller import CanalController
+
+STATUS_PERIOD = 2.0
+
+
+def _run_dir(args: argparse.Namespace) -> Path:
+    return Path(args.run_dir) if args.run_dir else Path(args.conf).resolve().parent / "logs"
+
+
+class _DestinationLogs(logging.Handler):
+    """Route records of a destination's threads (parser-<d>, detect-<d>) to <run>/<d>/<d>.log."""
+
+    def __init__(self, run_dir: Path, fmt: logging.Formatter) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.fmt = fmt
+        self.files: dict[str, logging.FileHandler] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name = record.threadName or ""
+        for prefix in ("parser-", "detect-"):
+            if name.startswith(prefix):
+                dest = name[len(prefix):]
+                h = self.files.get(dest)
+                if h is None:
+                    (self.run_dir / dest).mkdir(parents=True, exist_ok=True)
+                    h = logging.FileHandler(self.run_dir / dest / f"{dest}.log")
+                    h.setFormatter(self.fmt)
+                    self.files[dest] = h
+                h.emit(record)
+                return
+
+
+def _setup_logging(run_dir: Path) -> None:
+    (run_dir / "canal").mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(name)s - %(message)s")
+    server = logging.FileHandler(run_dir / "canal" / "canal.log")
+    server.setFormatter(fmt)
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    root.addHandler(server)
+    root.addHandler(_DestinationLogs(run_dir, fmt))
+
+
+def status_of(ctl: CanalController) -> dict[str, Any]:
+    out: dict[str, Any] = {"pid": os.getpid(), "time": int(time.time() * 1000), "destinations": {}}
+    for name in ctl.server.destinations():
+        dest = ctl.server._destinations.get(name)
+        if dest is None:
+            continue
+        st = dest.store.stats()
+        parser = getattr(dest, "parser", None)
+        out["destinations"][name] = {
+            "state": "running" if parser is None or parser.running else "stopped",
+            "last_error": str(parser.last_error) if parser is not None and parser.last_error else None,
+            "events": getattr(parser, "events", 0), "entries": getattr(parser, "entries", 0),
+            "store": {"put_seq": st.put_seq, "get_seq": st.get_seq, "ack_seq": st.ack_seq,
+                      "put_mem": st.put_mem, "ack_mem": st.ack_mem, "put_rows": st.put_rows,
+                      "ack_rows": st.ack_rows, "blocking_time": st.blocking_time},
+        }
+    for name, err in ctl.failed.items():
+        out["destinations"][name] = {"state": "failed", "last_error": err}
+    return out
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = _run_dir(args)
+    _setup_logging(run_dir)
+    pid_file = run_dir / "canal.pid"
+    pid_file.write_text(str(os.getpid()))
+    log = logging.getLogger("canal_core.server")
+    ctl = CanalController(args.conf)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal %d: stopping", signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        ctl.start()
+        log.info("canal-server started with %s", ", ".join(ctl.server.destinations()) or "no destination")
+        while not done.wait(STATUS_PERIOD):
+            _write_json(run_dir / "canal" / "status.json", status_of(ctl))
+        _write_json(run_dir / "canal" / "status.json", status_of(ctl))
+    finally:
+        ctl.stop()  # meta managers flush here
+        log.info("canal-server stopped")
+        pid_file.unlink(missing_ok=True)
+    return 0
+
+
+def _pid(run_dir: Path) -> int | None:
+    try:
+        pid = int((run_dir / "canal.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def start(args: argparse.Namespace) -> int:
+    run_dir = _run_dir(args)
+    if (pid := _pid(run_dir)) is not None:
+        print(f"canal-server: already running (pid {pid})", file=sys.stderr)
+        return 1
+    run_dir.mkdir(parents=True, exist_ok=True)
+    out = open(run_dir / "canal.out", "ab")  # handed to the child, which keeps it open
+    cmd = [sys.executable, "-m", "canal_core.server.main", "run", "--conf", str(args.conf), "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if _pid(run_dir) == proc.pid:
+            print(f"canal-server: started (pid {proc.pid}), logs in {run_dir}")
+            return 0
+        if proc.poll() is not None:
+            print(f"canal-server: exited during start (code {proc.returncode}); see {run_dir / 'canal.out'}",
+                  file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    print(f"canal-server: no pid file after 20 s; see {run_dir / 'canal.out'}", file=sys.stderr)
+    return 1
+
+
+def stop(args: argparse.Namespace) -> int:
+    run_dir = _run_dir(args)
+    pid = _pid(run_dir)
+    if pid is None:
+        print("canal-server: not running", file=sys.stderr)
+        return 1
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print(f"canal-server: stopped (pid {pid})")
+            return 0
+        time.sleep(0.1)
+    print(f"canal-server: pid {pid} did not stop within 30 s", file=sys.stderr)
+    return 1
+
+
+def status(args: argparse.Namespace) -> int:
+    run_dir = _run_dir(args)
+    pid = _pid(run_dir)
+    if pid is None:
+        print("canal-server: stopped")
+        return 1
+    try:
+        st = json.loads((run_dir / "canal" / "status.json").read_text())
+        dests = ", ".join(f"{n}={d.get('state')}" for n, d in st.get("destinations", {}).items())
+    except (FileNotFoundError, ValueError):
+        dests = "(starting)"
+    print(f"canal-server: running (pid {pid}): {dests}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="canal-server", description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["start", "run", "stop", "status"])
+    ap.add_argument("--conf", default="conf", help="the conf directory holding canal.properties")
+    ap.add_argument("--run-dir", help="pid file and logs (default: <conf>/../logs)")
+    args = ap.parse_args(argv)
+    return {"start": start, "run": run, "stop": stop, "status": status}[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
