@@ -636,7 +636,8 @@ KEYS: tuple[Key, ...] = (
     _k("canal.zookeeper.flush.period", "zookeeper_flush_period", _pos_int, "1000", BOTH, "ms"),
     _k("canal.serverMode", "server_mode", _enum(ServerMode), "tcp", SERVER),
     _k("canal.file.data.dir", "file_data_dir", _path, "${canal.conf.dir}", BOTH),
-    _k("canal.file.flush.period", "file_flush_period", _pos_int, "1000", BOTH, "ms"),
+    # 0 (ours, Canal requires > 0): every cursor update is written before the ack returns
+    _k("canal.file.flush.period", "file_flush_period", _int(0), "1000", BOTH, "ms"),
     _k("canal.destinations", "destinations", _destinations, "example", SERVER),
     _k("canal.conf.dir", "conf_dir", _path, None, SERVER, "default: the directory of canal.properties"),
     _k("canal.auto.scan", "auto_scan", _bool, "true", SERVER),

@@ -2,7 +2,8 @@
 ``{data_dir}/{destination}/meta.dat`` (Canal's file instance, spring/file-instance.xml).
 
 - The file is Canal's JSON (no "@type"): a Java Canal can read ours and we read Java Canal's.
-- Cursor updates are written at most every ``flush_period_ms`` (canal.file.flush.period, default 1000 ms):
+- Cursor updates are written at most every ``flush_period_ms`` (canal.file.flush.period, default 1000 ms;
+  0 = synchronously, each one before the ack returns):
   many acks in one period cost one write. Subscribe/unsubscribe are written at once by the flusher thread
   (Canal submits them to its executor), not on the caller's thread.
 - Writes replace the file atomically (temp file + fsync + rename + directory fsync): a crash leaves the
@@ -34,8 +35,8 @@ META_FILE_NAME = "meta.dat"
 class FileMixedMetaManager(MemoryMetaManager):
     def __init__(self, data_dir: str | os.PathLike[str], *, flush_period_ms: float = 1000) -> None:
         super().__init__()
-        if flush_period_ms <= 0:
-            raise ValueError(f"canal.file.flush.period must be positive, got {flush_period_ms}")
+        if flush_period_ms < 0:
+            raise ValueError(f"canal.file.flush.period must be >= 0, got {flush_period_ms}")
         self.data_dir = Path(data_dir)
         self.flush_period_ms = flush_period_ms
         self._loaded: set[str] = set()
@@ -81,6 +82,8 @@ class FileMixedMetaManager(MemoryMetaManager):
             self._dirty.clear()
 
     def _flush_loop(self) -> None:
+        if self.flush_period_ms == 0:
+            return  # synchronous mode: nothing to do periodically
         period = self.flush_period_ms / 1000.0
         while not self._stopping.is_set():
             self._wake.wait(period)
@@ -118,7 +121,11 @@ class FileMixedMetaManager(MemoryMetaManager):
 
     def _changed(self, destination: str, *, subscription: bool) -> None:
         self._dirty.add(destination)
-        if subscription:
+        if self.flush_period_ms == 0:
+            # period 0: every change is on disk before the call (an ack) returns, so a crash can only
+            # redeliver batches that were not acked
+            self.flush()
+        elif subscription:
             self._wake.set()  # rare: write soon rather than at the next period
 
     # ---- flushing ----

@@ -209,7 +209,23 @@ def test_reads_java_canal_file_and_rejects_corrupt(tmp_path: Path) -> None:
 
 def test_bad_settings(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        FileMixedMetaManager(tmp_path, flush_period_ms=0)
+        FileMixedMetaManager(tmp_path, flush_period_ms=-1)
     m = FileMixedMetaManager(tmp_path)
     with pytest.raises(MetaStoreError):
         m.subscribe(ClientIdentity("../evil", 1))
+
+
+def test_period_zero_writes_every_cursor_before_returning(tmp_path: Path) -> None:
+    from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+
+    m = FileMixedMetaManager(tmp_path, flush_period_ms=0)
+    m.start()
+    try:
+        c = ClientIdentity("example", 1001)
+        m.subscribe(c)
+        for pos in (100, 200, 300):
+            m.update_cursor(c, LogPosition(LogIdentity("h", 1), EntryPosition("mysql-bin.000001", pos)))
+            # on disk already: a reader (or a restart after SIGKILL) sees this very cursor
+            assert f'"position":{pos}' in (tmp_path / "example" / "meta.dat").read_text()
+    finally:
+        m.stop()
