@@ -131,37 +131,6 @@ def date3(v: int) -> _dt.date | str:
         return _text_date(v >> 9, (v >> 5) & 15, v & 31)
 
 
-def datetime2(b: bytes, fsp: int) -> _dt.datetime | str:
-    """DATETIME2: 5 bytes big-endian packed (offset 2^39) plus (fsp+1)//2 fraction bytes."""
-    v = int.from_bytes(b[:5], "big") - 0x8000000000
-    us = _fraction(b, 5, fsp)
-    if v < 0:  # negative datetimes are not valid MySQL values
-        raise ValueError("negative DATETIME2")
-    ymd = v >> 17
-    ym = ymd >> 5
-    hms = v & 0x1FFFF
-    return make_datetime(ym // 13, ym % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63, us, fsp)
-
-
-def _fraction(b: bytes, off: int, fsp: int) -> int:
-    if fsp == 0:
-        return 0
-    if fsp <= 2:
-        return b[off] * 10000
-    if fsp <= 4:
-        return int.from_bytes(b[off:off + 2], "big") * 100
-    return int.from_bytes(b[off:off + 3], "big")
-
-
-def timestamp2(b: bytes, fsp: int) -> _dt.datetime | str:
-    """TIMESTAMP2: 4 bytes big-endian seconds since the epoch plus fraction bytes."""
-    secs = int.from_bytes(b[:4], "big")
-    us = _fraction(b, 4, fsp)
-    if secs == 0 and us == 0:
-        return "0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else "")
-    return _EPOCH + _dt.timedelta(seconds=secs, microseconds=us)
-
-
 def timestamp_old(secs: int) -> _dt.datetime | str:
     if secs == 0:
         return "0000-00-00 00:00:00"
@@ -316,13 +285,6 @@ def charset_codec(charset_name: str) -> str | None:
 
 def set_text(mask: int, values: tuple[str, ...]) -> str:
     return ",".join(v for i, v in enumerate(values) if mask >> i & 1)
-
-
-def enum_text(index: int, values: tuple[str, ...]) -> str:
-    # index 0 is the "invalid value" MySQL stores for bad input in non-strict mode; it prints ''
-    if 0 < index <= len(values):
-        return values[index - 1]
-    return ""
 
 
 def mariadb_uuid_text(b: bytes) -> str:

@@ -48,7 +48,7 @@ from canal_core.binlog.constants import ColumnType as CT
 from canal_core.binlog.events import format_timedelta
 from canal_core.binlog.rows import build_row_decoder
 from canal_core.binlog.tablemap import TableDef, parse_table_map_body
-from canal_core.binlog.values import datetime2, decimal_decoder, decimal_size, time2
+from canal_core.binlog.values import datetime2_decoder, decimal_decoder, decimal_size, time2
 
 GO = "go-mysql/vectors"
 OSH = "osheroff-mysql-binlog-connector-java/vectors"
@@ -743,7 +743,7 @@ def test_value_vector(v: dict[str, Any]) -> None:
         assert format(decimal_decoder(p, s)(raw[:n]), "f") == v["expected"]
     elif t == "DATETIME2":
         fsp = v["fsp"]
-        got = datetime2(raw, fsp)
+        got = datetime2_decoder(fsp)(raw)  # the generated decoder the row decoders use
         text = got if isinstance(got, str) else mysql_datetime_text(got, fsp)
         assert text == v["expected"]
     elif t == "TIME2":
