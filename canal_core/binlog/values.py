@@ -109,13 +109,6 @@ def _text_time(h: int, mi: int, s: int, us: int, fsp: int) -> str:
     return text
 
 
-def make_date(y: int, m: int, d: int) -> _dt.date | str:
-    try:
-        return _dt.date(y, m, d)
-    except ValueError:
-        return _text_date(y, m, d)
-
-
 def make_datetime(y: int, m: int, d: int, h: int, mi: int, s: int, us: int, fsp: int) -> _dt.datetime | str:
     try:
         return _dt.datetime(y, m, d, h, mi, s, us)
