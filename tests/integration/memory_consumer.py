@@ -5,12 +5,20 @@ rows, the peak RSS and how long the parser was blocked by the full store."""
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 
 from canal_core.meta import ClientIdentity
 from canal_core.server.controller import CanalController
+
+
+def _status_kb(field: str) -> int:
+    # VmHWM/VmRSS belong to this process's address space; getrusage's ru_maxrss survives execve and so would
+    # start at the forking parent's peak (pytest's)
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def main() -> None:
@@ -19,7 +27,7 @@ def main() -> None:
     ctl.start()
     client = ClientIdentity("example", 1001, "")
     ctl.server.subscribe(client)
-    baseline_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    baseline_kb = _status_kb("VmHWM")
     print("READY", flush=True)
     dest = ctl.server._destinations["example"]
     rows = 0
@@ -32,7 +40,7 @@ def main() -> None:
         time.sleep(0.002)  # a consumer slower than the parser: the store fills and blocks it
         ctl.server.ack(client, msg.batch_id)
     stats = dest.store.stats()
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kb = _status_kb("VmHWM")
     print(json.dumps({"rows": rows, "peak_rss_mb": peak_kb / 1024, "baseline_rss_mb": baseline_kb / 1024,
                       "blocking_s": stats.blocking_time,
                       "parser_error": str(dest.parser.last_error) if dest.parser.last_error else None}),
