@@ -7,17 +7,21 @@ acked, never from what merely reached the in-memory store (Canal's file-instance
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 from ..entry.convert import EntryConverter
 from ..meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, meta_position_manager
 from ..parse.history import SchemaHistory
+from ..parse.model import LogPosition
 from ..parse.parser import EventParser, ParserConfig
-from ..parse.position import FailbackPositionManager, MemoryPositionManager
+from ..parse.position import FailbackPositionManager, MemoryPositionManager, write_atomically
 from ..server.embedded import Destination
-from ..sink import EntrySink
+from ..sink import EntrySink, GroupSink
 from ..store.ring import MemoryEventStore, StoredEvent
 from .config import CanalConfig, InstanceConfig, MetaMode
 
@@ -56,7 +60,7 @@ class CanalInstance(Destination):
         super().stop()
 
     @classmethod
-    def from_config(cls, canal: CanalConfig, instance: InstanceConfig) -> CanalInstance:
+    def from_config(cls, canal: CanalConfig, instance: InstanceConfig) -> CanalInstance | GroupCanalInstance:
         data_dir = Path(instance.data_dir)  # {canal.file.data.dir}/{destination}
         meta: MetaManager
         if instance.meta_mode is MetaMode.MEMORY:
@@ -66,8 +70,98 @@ class CanalInstance(Destination):
             meta = FileMixedMetaManager(instance.file_data_dir, flush_period_ms=instance.meta_flush_period_ms)
         sc = instance.store_config()
         store = MemoryEventStore(sc.buffer_size, sc.buffer_memunit, sc.batch_mode.value, sc.ddl_isolation)
+        if instance.is_group:
+            return GroupCanalInstance(instance.destination, instance.parser_configs(), store=store, meta=meta,
+                                      data_dir=data_dir, event_filter=instance.event_filter(),
+                                      transaction_size=instance.transaction_size)
         history = SchemaHistory(data_dir / "history")
         return cls(instance.destination, instance.parser_config(), store=store, meta=meta, history=history,
                    event_filter=instance.event_filter(), transaction_size=instance.transaction_size,
                    filter_transaction_entry=instance.filter_config().get(
                        "canal.instance.filter.transaction.entry", "false") == "true")
+
+
+class _AckedSourcePosition:
+    """Parse positions of one group source: what the client acked from that source (after a restart)."""
+
+    def __init__(self, group: GroupCanalInstance, source: str) -> None:
+        self.group = group
+        self.source = source
+
+    def get_latest(self, destination: str) -> LogPosition | None:
+        return self.group.acked.get(self.source)
+
+    def persist(self, destination: str, position: LogPosition) -> None:
+        pass  # written by the group when the client acks, not when the parser stores
+
+
+class GroupCanalInstance(Destination):
+    """n:1 (group-instance.xml): one parser per source (canal.instance.masterN.*) merged by GroupSink in
+    executeTime order, transactions never interleaved. Better than Canal: each source keeps its own resume
+    position, taken from what the client acked of THAT source (persisted on every ack in
+    ``{data dir}/group-positions.json``), so a restart resumes every source where its consumer stopped."""
+
+    POSITIONS = "group-positions.json"
+
+    def __init__(self, name: str, parser_configs: list[ParserConfig], *, store: MemoryEventStore,
+                 meta: MetaManager, data_dir: Path, event_filter: Any = None, transaction_size: int = 1024,
+                 timezone: str | None = None) -> None:
+        super().__init__(name, store, meta, parser_configs[0].master.identity)
+        self.data_dir = data_dir
+        self.sources = [str(i + 1) for i in range(len(parser_configs))]
+        self.identities = {n: cfg.master.identity for n, cfg in zip(self.sources, parser_configs, strict=True)}
+        self.acked: dict[str, LogPosition] = self._load_acked()
+        self.group = GroupSink(None, self.identities, put_source=self._put_source,  # type: ignore[arg-type]
+                               transaction_size=transaction_size)
+        self._batch_points: dict[int, dict[str, Any]] = {}
+        self._acked_lock = threading.Lock()
+        self.parsers: list[EventParser] = []
+        for n, cfg in zip(self.sources, parser_configs, strict=True):
+            # an idle source holds the merge back until it offers a time: heartbeat it every second
+            cfg = dataclasses.replace(cfg, destination=f"{name}.{n}", heartbeat_period=min(cfg.heartbeat_period, 1.0))
+            self.parsers.append(EventParser(
+                cfg, sink=self.group.source(n), history=SchemaHistory(data_dir / f"history-{n}"),
+                positions=FailbackPositionManager(MemoryPositionManager(), _AckedSourcePosition(self, n)),
+                converter_factory=lambda ident: EntryConverter(ident, timezone=timezone), event_filter=event_filter))
+
+    def _load_acked(self) -> dict[str, LogPosition]:
+        try:
+            raw = json.loads((self.data_dir / self.POSITIONS).read_text())
+        except FileNotFoundError:
+            return {}
+        return {n: LogPosition.from_json(v) for n, v in raw.items()}
+
+    def _put_source(self, source: str, entries: list[Any]) -> None:
+        self.store.put([StoredEvent.from_entry(e, source=source) for e in entries])
+
+    def on_batch(self, client: Any, batch_id: int, events: list[StoredEvent]) -> None:
+        points = {}
+        for ev in events:
+            if ev.ack_point and ev.source:
+                points[ev.source] = ev.position
+        self._batch_points[batch_id] = points
+
+    def on_ack(self, client: Any, batch_id: int) -> None:
+        points = self._batch_points.pop(batch_id, None)
+        if not points:
+            return
+        with self._acked_lock:
+            for n, pos in points.items():
+                self.acked[n] = LogPosition(self.identities[n], pos)
+            data = json.dumps({n: p.to_json() for n, p in self.acked.items()}, sort_keys=True).encode()
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.data_dir / self.POSITIONS, data)  # durable before the ack returns
+
+    def on_rollback(self, client: Any) -> None:
+        self._batch_points.clear()
+
+    def start(self) -> None:
+        super().start()
+        for p in self.parsers:
+            p.start()
+
+    def stop(self) -> None:
+        self.group.close()
+        for p in self.parsers:
+            p.stop()
+        super().stop()

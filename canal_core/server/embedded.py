@@ -58,6 +58,16 @@ class Destination:
         self.meta.stop()
         self.store.close()
 
+    # hooks for destinations that track more than the meta does (a group's per-source positions)
+    def on_batch(self, client: ClientIdentity, batch_id: int, events: list[StoredEvent]) -> None:
+        pass
+
+    def on_ack(self, client: ClientIdentity, batch_id: int) -> None:
+        pass
+
+    def on_rollback(self, client: ClientIdentity) -> None:
+        pass
+
 
 class CanalServerWithEmbedded:
     def __init__(self) -> None:
@@ -124,6 +134,7 @@ class CanalServerWithEmbedded:
                                 ack=LogPosition(ident, batch.ack) if batch.ack is not None else None,
                                 end=LogPosition(ident, batch.end), end_seq=batch.end_seq)
             batch_id = dest.ledger.register(client, rng)
+            dest.on_batch(client, batch_id, batch.events)
             return Message(batch_id=batch_id, entries=batch.data, events=batch.events)
 
     def get(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
@@ -141,6 +152,7 @@ class CanalServerWithEmbedded:
         dest = self._dest(client.destination)
         with dest.lock:
             rng = dest.ledger.ack(client, batch_id)
+            dest.on_ack(client, batch_id)
             if rng.end_seq >= 0:
                 dest.store.ack(seq=rng.end_seq)
 
@@ -150,6 +162,7 @@ class CanalServerWithEmbedded:
         dest = self._dest(client.destination)
         with dest.lock:
             dest.ledger.rollback(client, batch_id)
+            dest.on_rollback(client)
             dest.store.rollback()
 
     def list_batch_ids(self, client: ClientIdentity) -> list[int]:

@@ -89,7 +89,9 @@ class GroupSink:
 
     def __init__(self, put: Put, sources: Iterable[str] | Mapping[str, LogIdentity | None], *,
                  positions: Mapping[str, LogPosition | EntryPosition | None] | None = None,
-                 clock: Callable[[], int] | None = None, **options: Any) -> None:
+                 clock: Callable[[], int] | None = None,
+                 put_source: Callable[[str, list[CanalEntry]], None] | None = None, **options: Any) -> None:
+        """``put_source(name, entries)``, when given, is called instead of ``put`` with the source's name."""
         if isinstance(sources, Mapping):
             idents = {n: (i or LogIdentity(address=n)) for n, i in sources.items()}
         else:
@@ -97,6 +99,7 @@ class GroupSink:
         if not idents:
             raise ValueError("a group needs at least one source")
         self._put = put
+        self._put_source = put_source
         self._clock = clock or _wall_ms
         self.identities = idents
         self._index = {n: i for i, n in enumerate(idents)}
@@ -217,7 +220,11 @@ class GroupSink:
             self._owner = name
         stored = False
         try:
-            self._put(entries)  # outside the lock: the permit alone keeps the other sources out
+            # outside the lock: the permit alone keeps the other sources out
+            if self._put_source is not None:
+                self._put_source(name, entries)
+            else:
+                self._put(entries)
             stored = True
         finally:
             with cond:

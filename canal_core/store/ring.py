@@ -80,11 +80,12 @@ class StoredEvent:
     """One Entry as the store keeps it: its serialized bytes and what the store needs to batch and ack it."""
 
     __slots__ = ("ack_point", "data", "ends_transaction", "entry_type", "event_type", "is_ddl", "position", "rows",
-                 "size")
+                 "size", "source")
 
     def __init__(self, data: bytes, position: EntryPosition, entry_type: int, event_type: int = 0, rows: int = 0,
-                 size: int | None = None) -> None:
+                 size: int | None = None, source: str = "") -> None:
         self.data = data
+        self.source = source  # which source of a group destination it came from ("" for a single source)
         self.size = len(data) if size is None else size
         self.position = position
         self.entry_type = entry_type
@@ -96,9 +97,9 @@ class StoredEvent:
         self.ack_point = self.ends_transaction or self.is_ddl
 
     @classmethod
-    def from_entry(cls, entry: CanalEntry) -> StoredEvent:
+    def from_entry(cls, entry: CanalEntry, source: str = "") -> StoredEvent:
         """Serialize (if not yet) and keep only the bytes and metadata: the typed rows are not referenced."""
-        return cls(entry.data, entry.position, entry.entry_type, entry.event_type, _rows_count(entry))
+        return cls(entry.data, entry.position, entry.entry_type, entry.event_type, _rows_count(entry), source=source)
 
     def __repr__(self) -> str:
         return (f"StoredEvent(entry_type={self.entry_type}, event_type={self.event_type}, size={self.size}, "
