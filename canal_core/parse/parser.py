@@ -133,6 +133,11 @@ class EventParser:
         self._source_server_id: int | None = None
         self.events = 0
         self.entries = 0
+        # counters behind Canal's metrics (canal-compat §7)
+        self.received_bytes = 0  # canal_instance_received_binlog_bytes
+        self.transactions = 0  # canal_instance_transactions
+        self.last_event_ms = 0  # executeTime of the last event: canal_instance_traffic_delay = now - this
+        self.sink_blocking = 0.0  # seconds spent handing entries to the sink: publish_blocking_time
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: ReplicationConnection | None = None
@@ -258,6 +263,9 @@ class EventParser:
                 if self._switch_requested.is_set():
                     raise _Switch
                 ev = decoder.decode(raw)
+                self.received_bytes += len(raw)
+                if ev.timestamp:
+                    self.last_event_ms = ev.timestamp * 1000
                 for inner in decoder.iter_events(ev):
                     self._handle(inner, decoder, converter, state)
         except ConnectionLostError:
@@ -375,6 +383,7 @@ class EventParser:
                              timestamp=ev.timestamp * 1000, gtid=st.gtid_text())
 
     def _boundary(self, ev: E.Event, st: _TxState) -> None:
+        self.transactions += 1
         if ev.file is None or not ev.log_pos:
             return
         # server_id: the source's own @@server_id, not the event's origin (which differs when the source
@@ -389,7 +398,9 @@ class EventParser:
     def _emit(self, entries: list[Any]) -> None:
         entries = [e for e in entries if e is not None]
         if entries:
+            t0 = time.monotonic()
             self.sink(entries)  # blocks until stored
+            self.sink_blocking += time.monotonic() - t0
             self.entries += len(entries)
 
     # ---- heartbeat detection -------------------------------------------------------------------

@@ -11,6 +11,7 @@ tryGet); t > 0 waits at most t seconds, then returns what is there. An empty res
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,6 +165,33 @@ class CanalServerWithEmbedded:
             dest.ledger.rollback(client, batch_id)
             dest.on_rollback(client)
             dest.store.rollback()
+
+    def metrics(self, name: str) -> dict[str, float]:
+        """The destination's counters under Canal's metric names (canal-compat §7; the TCP server adds the
+        client_* ones and exports them for Prometheus)."""
+        dest = self._dest(name)
+        st = dest.store.stats()
+        parsers = list(getattr(dest, "parsers", None) or [p for p in [getattr(dest, "parser", None)] if p])
+        now = int(time.time() * 1000)
+        last = max((p.last_event_ms for p in parsers), default=0)
+        return {
+            "canal_instance_subscriptions": float(len(dest.meta.list_all_subscribe(name))),
+            "canal_instance_traffic_delay": float(now - last) if last else 0.0,
+            "canal_instance_transactions": float(sum(p.transactions for p in parsers)),
+            "canal_instance_received_binlog_bytes": float(sum(p.received_bytes for p in parsers)),
+            "canal_instance_publish_blocking_time": sum(p.sink_blocking for p in parsers) * 1000,
+            "canal_instance_sink_blocking_time": st.blocking_time * 1000,
+            "canal_instance_store_produce_seq": float(st.put_seq),
+            "canal_instance_store_consume_seq": float(st.ack_seq),
+            "canal_instance_store_produce_mem": float(st.put_mem),
+            "canal_instance_store_consume_mem": float(st.ack_mem),
+            "canal_instance_put_delay": float(st.put_delay),
+            "canal_instance_get_delay": float(st.get_delay),
+            "canal_instance_ack_delay": float(st.ack_delay),
+            "canal_instance_put_rows": float(st.put_rows),
+            "canal_instance_get_rows": float(st.get_rows),
+            "canal_instance_ack_rows": float(st.ack_rows),
+        }
 
     def list_batch_ids(self, client: ClientIdentity) -> list[int]:
         dest = self._dest(client.destination)

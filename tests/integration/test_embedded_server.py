@@ -123,6 +123,14 @@ def test_get_ack_rollback_and_restart(mariadb_settings: Any, admin_conn: Any, ta
         assert a2.entries == a.entries and b2.entries == b.entries
         server.ack(client, a2.batch_id)  # ack one, leave b2 outstanding across the restart
         got_before_restart = seen + _ids(a2.entries)
+        # the counters behind Canal's metrics, read through the API
+        m = server.metrics("example")
+        assert m["canal_instance_subscriptions"] == 1
+        assert m["canal_instance_transactions"] >= 20  # the 20 inserts, each its own transaction
+        assert m["canal_instance_put_rows"] >= 20 and m["canal_instance_ack_rows"] >= len(set(got_before_restart))
+        assert m["canal_instance_received_binlog_bytes"] > 0
+        assert m["canal_instance_store_produce_seq"] >= m["canal_instance_store_consume_seq"] >= 0
+        assert 0 <= m["canal_instance_traffic_delay"] < 60_000
     finally:
         server.stop_all()
 
