@@ -14,13 +14,19 @@ from canal_core.meta import ClientIdentity
 from canal_core.server.controller import CanalController
 
 
-def ids_of(entries: list[bytes]) -> list[int]:
+def tokens_of(entries: list[bytes]) -> list[str]:
+    """B (transaction begin), E (end), R<id> (a row): a batch may end inside a transaction, and an ack
+    then moves the cursor only to the last complete one."""
     out = []
     for raw in entries:
         e = CanalEntry.from_bytes(raw).entry
-        if e.entryType == 2:
+        if e.entryType == 1:
+            out.append("B")
+        elif e.entryType == 3:
+            out.append("E")
+        elif e.entryType == 2:
             for rd in pb.RowChange.FromString(e.storeValue).rowDatas:
-                out.append(int((rd.afterColumns or rd.beforeColumns)[0].value))
+                out.append(f"R{int((rd.afterColumns or rd.beforeColumns)[0].value)}")
     return out
 
 
@@ -45,7 +51,7 @@ def main() -> None:
             msg = ctl.server.get_without_ack(client, 4, 0.2)
             if msg.empty:
                 break
-            record(f"GOT {msg.batch_id} " + " ".join(map(str, ids_of(msg.entries))))
+            record(f"GOT {msg.batch_id} " + " ".join(tokens_of(msg.entries)))
             pending.append(msg.batch_id)
         if pending and delay:
             time.sleep(delay)  # hold batches outstanding a while, so a kill finds some unacked

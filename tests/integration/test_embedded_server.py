@@ -124,6 +124,9 @@ def test_get_ack_rollback_and_restart(mariadb_settings: Any, admin_conn: Any, ta
         server.ack(client, a2.batch_id)  # ack one, leave b2 outstanding across the restart
         got_before_restart = seen + _ids(a2.entries)
         # the counters behind Canal's metrics, read through the API
+        deadline = time.monotonic() + 15  # the parser may still be finishing the last transactions
+        while server.metrics("example")["canal_instance_transactions"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
         m = server.metrics("example")
         assert m["canal_instance_subscriptions"] == 1
         assert m["canal_instance_transactions"] >= 20  # the 20 inserts, each its own transaction

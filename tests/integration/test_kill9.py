@@ -95,7 +95,7 @@ def test_sigkill_and_restart_lose_nothing(mariadb_settings: Any, admin_conn: Any
         proc = _start(conf, log)
 
         def seen() -> set[int]:
-            return {int(i) for x in _lines(log) if x.startswith("GOT") for i in x.split()[2:]}
+            return {int(t[1:]) for x in _lines(log) if x.startswith("GOT") for t in x.split()[2:] if t[0] == "R"}
 
         _wait(lambda: seen() >= set(range(1, N2 + 1)), timeout=60)
     finally:
@@ -103,25 +103,40 @@ def test_sigkill_and_restart_lose_nothing(mariadb_settings: Any, admin_conn: Any
         proc.wait(10)
         with admin_conn.cursor() as cur:
             cur.execute("DROP TABLE IF EXISTS canal_test.k9_t")
-    runs: list[list[tuple[str, int, list[int]]]] = []
+    runs: list[list[tuple[str, int, list[str]]]] = []
     for line in _lines(log):
         kind, *rest = line.split()
         if kind == "START":
             runs.append([])
-        elif kind == "GOT":
-            runs[-1].append(("GOT", int(rest[0]), [int(i) for i in rest[1:]]))
         else:
-            runs[-1].append(("ACK", int(rest[0]), []))
+            runs[-1].append((kind, int(rest[0]), rest[1:]))
     assert len(runs) == 2
     first, second = runs
     for run in runs:  # commit order within each run
-        ids = [i for kind, _, got in run if kind == "GOT" for i in got]
+        ids = [int(t[1:]) for kind, _, toks in run if kind == "GOT" for t in toks if t[0] == "R"]
         assert ids == sorted(ids) and len(ids) == len(set(ids))
-    acked = {bid for kind, bid, _ in first if kind == "ACK"}
-    unacked_ids = {i for kind, bid, got in first if kind == "GOT" and bid not in acked for i in got}
-    again = {i for kind, _, got in second if kind == "GOT" for i in got} & \
-        {i for kind, _, got in first if kind == "GOT" for i in got}
-    # only rows of batches whose ack was not recorded come again; acked ones never do
-    assert again <= unacked_ids, sorted(again - unacked_ids)
-    assert unacked_ids and again == unacked_ids  # the kill found batches outstanding: exactly they came again
-    print(f"kill -9 after {len(acked)} acked batches; {len(again)} rows of unacked batches redelivered")
+    # an ack moves the cursor to the last transaction END in the batch: a row is acked when the END of its
+    # transaction came in an acked batch; a batch ending inside a transaction leaves that transaction open
+    acked_batches = {bid for kind, bid, _ in first if kind == "ACK"}
+    acked_ids: set[int] = set()
+    delivered_first: set[int] = set()
+    open_rows: list[int] = []
+    for kind, bid, toks in first:
+        if kind != "GOT":
+            continue
+        for t in toks:
+            if t == "B":
+                open_rows = []
+            elif t[0] == "R":
+                open_rows.append(int(t[1:]))
+                delivered_first.add(int(t[1:]))
+            elif t == "E":
+                if bid in acked_batches:
+                    acked_ids.update(open_rows)
+                open_rows = []
+    again = {int(t[1:]) for kind, _, toks in second if kind == "GOT" for t in toks if t[0] == "R"} & delivered_first
+    # acked transactions never come again; the unacked ones (outstanding at the kill) all do
+    assert not again & acked_ids, sorted(again & acked_ids)
+    assert again == delivered_first - acked_ids, (sorted(again), sorted(delivered_first - acked_ids))
+    assert again  # the kill found rows outstanding
+    print(f"kill -9 after {len(acked_batches)} acked batches; {len(again)} unacked rows redelivered")
