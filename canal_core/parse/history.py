@@ -54,6 +54,7 @@ from .model import (
     UnknownTableError,
     UnparsableDdlError,
 )
+from .position import write_atomically
 from .schema import SchemaApplyError, SchemaModel
 
 log = logging.getLogger(__name__)
@@ -205,17 +206,7 @@ class FileHistoryStore:
                     return
 
     def _write_atomic(self, path: Path, data: Any) -> None:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomically(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def write_snapshot(self, snapshot: dict[str, Any]) -> str:
         sid = f"snapshot-{snapshot['seq']:010d}-{snapshot['taken_at']}"
@@ -243,13 +234,8 @@ class FileHistoryStore:
 
     def compact(self, up_to_seq: int) -> None:
         keep = [r for r in self.records() if r["seq"] > up_to_seq]
-        tmp = self.history_path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in keep:
-                f.write(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.history_path)
+        lines = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in keep)
+        write_atomically(self.history_path, lines.encode("utf-8"))
 
     def read_meta(self) -> dict[str, Any]:
         p = self.dir / "meta.json"

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..parse.position import write_atomically
 from .controller import CanalController
 
 STATUS_PERIOD = 2.0
@@ -90,9 +91,7 @@ def status_of(ctl: CanalController) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(data, indent=2).encode())
 
 
 def run(args: argparse.Namespace) -> int:
