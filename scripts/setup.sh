@@ -26,6 +26,7 @@ command -v mariadb-admin >/dev/null && command -v mariadb >/dev/null || pkgs+=(m
 command -v mvn >/dev/null || pkgs+=(maven)
 command -v openssl >/dev/null || pkgs+=(openssl)  # the private MariaDB's TLS certificates
 command -v python3 >/dev/null || pkgs+=(python3)
+command -v chromium >/dev/null || pkgs+=(chromium)  # the Dagster UI browser test (driven by playwright)
 if [[ ! -x .venv/bin/python ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     pkgs+=(python3-venv)
 fi

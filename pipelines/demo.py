@@ -1,0 +1,227 @@
+"""The demo schema and a steady demo workload on the private MariaDB.
+
+    python -m pipelines.demo create  [--customers N]      (re)create canal_demo with some data
+    python -m pipelines.demo workload [--rate TX_PER_S] [--seconds S] [--seed N]
+    python -m pipelines.demo counts                          row counts of the demo tables
+
+The workload is an order shop: new customers, orders with their items in one transaction, status
+changes, balance updates, cancelled orders deleted with their items, page views (a table without a
+primary key). Connection: canal_admin on the private MariaDB (scripts/mariadb.sh), or --host/--port/...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import time
+from decimal import Decimal
+from typing import Any
+
+import pymysql
+
+SCHEMA = "canal_demo"
+TABLES = ("customers", "orders", "order_items", "page_views")
+
+DDL = [
+    f"CREATE DATABASE IF NOT EXISTS {SCHEMA}",
+    f"""CREATE TABLE {SCHEMA}.customers (
+        id       INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        name     VARCHAR(64) NOT NULL,
+        email    VARCHAR(128),
+        tier     ENUM('free','pro','enterprise') NOT NULL DEFAULT 'free',
+        balance  DECIMAL(12,2) NOT NULL DEFAULT 0,
+        created  TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)
+    ) DEFAULT CHARSET=utf8mb4""",
+    f"""CREATE TABLE {SCHEMA}.orders (
+        id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        customer_id INT NOT NULL,
+        status      ENUM('new','paid','shipped','cancelled') NOT NULL DEFAULT 'new',
+        amount      DECIMAL(10,2) NOT NULL,
+        placed      DATETIME(6) NOT NULL,
+        attrs       JSON,
+        note        TEXT
+    ) DEFAULT CHARSET=utf8mb4""",
+    f"""CREATE TABLE {SCHEMA}.order_items (
+        order_id BIGINT UNSIGNED NOT NULL,
+        line     SMALLINT NOT NULL,
+        sku      CHAR(8) NOT NULL,
+        qty      INT NOT NULL,
+        price    DECIMAL(8,2) NOT NULL,
+        PRIMARY KEY (order_id, line)
+    ) DEFAULT CHARSET=utf8mb4""",
+    f"""CREATE TABLE {SCHEMA}.page_views (
+        customer_id INT,
+        url         VARCHAR(255) NOT NULL,
+        viewed      DATETIME NOT NULL
+    ) DEFAULT CHARSET=utf8mb4""",
+]
+
+_NAMES = ["Zoë", "Ahmed", "Chen", "Olga", "Kwame", "Sofía", "Yuki", "Lars", "Priya", "Jean-Luc", "Mia", "Omar"]
+_SKUS = [f"SKU{n:05d}" for n in range(200)]
+
+
+def connect(args: argparse.Namespace | None = None, **kw: Any) -> pymysql.connections.Connection:
+    opts: dict[str, Any] = {"host": "127.0.0.1", "port": 3407, "user": "canal_admin", "password": "canal_admin",
+                            "charset": "utf8mb4", "autocommit": True}
+    if args is not None:
+        opts.update(host=args.host, port=args.port, user=args.user, password=args.password)
+    opts.update(kw)
+    return pymysql.connect(**opts)
+
+
+def create(conn: pymysql.connections.Connection, customers: int = 200, seed: int = 7) -> None:
+    rnd = random.Random(seed)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
+        for stmt in DDL:
+            cur.execute(stmt)
+        cur.executemany(
+            f"INSERT INTO {SCHEMA}.customers (name, email, tier, balance) VALUES (%s, %s, %s, %s)",
+            [(f"{rnd.choice(_NAMES)} {i}", f"user{i}@example.com", rnd.choice(["free", "pro", "enterprise"]),
+              Decimal(rnd.randint(0, 100000)) / 100) for i in range(customers)])
+    w = Workload(conn, seed=seed)
+    for _ in range(customers):
+        w.new_order()
+
+
+class Workload:
+    """One transaction at a time, chosen at random; every statement is deterministic given the seed."""
+
+    def __init__(self, conn: pymysql.connections.Connection, seed: int = 1) -> None:
+        self.conn = conn
+        self.rnd = random.Random(seed)
+        self.transactions = 0
+        self.rows = 0
+
+    def _ids(self, table: str) -> tuple[int, int] | None:
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT MIN(id), MAX(id) FROM {SCHEMA}.{table}")
+            lo, hi = cur.fetchone()
+        return None if lo is None else (int(lo), int(hi))
+
+    def _tx(self, statements: list[tuple[str, Any]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("BEGIN")
+            try:
+                for sql, params in statements:
+                    self.rows += cur.execute(sql, params)
+                cur.execute("COMMIT")
+            except Exception:
+                cur.execute("ROLLBACK")
+                raise
+        self.transactions += 1
+
+    def new_order(self) -> None:
+        r = self.rnd
+        ids = self._ids("customers")
+        cust = r.randint(*ids) if ids else 1
+        with self.conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.orders (customer_id, amount, placed, attrs, note) VALUES "
+                "(%s, %s, NOW(6), %s, %s)",
+                (cust, Decimal(r.randint(100, 500000)) / 100, json.dumps(
+                    {"channel": r.choice(["web", "app", "store"]), "gift": r.random() < 0.5}),
+                 r.choice([None, "leave at the door", "fragile ☂"])))
+            oid = cur.lastrowid
+            items = [(oid, line, r.choice(_SKUS), r.randint(1, 5), Decimal(r.randint(100, 20000)) / 100)
+                     for line in range(1, r.randint(1, 4) + 1)]
+            cur.executemany(f"INSERT INTO {SCHEMA}.order_items VALUES (%s, %s, %s, %s, %s)", items)
+            cur.execute("COMMIT")
+        self.rows += 1 + len(items)
+        self.transactions += 1
+
+    def step(self) -> None:
+        r = self.rnd
+        x = r.random()
+        if x < 0.35:
+            self.new_order()
+        elif x < 0.60:
+            ids = self._ids("orders")
+            if ids:
+                oid = r.randint(*ids)
+                self._tx([(f"UPDATE {SCHEMA}.orders SET status = %s, amount = amount + 0.01 WHERE id = %s",
+                           (r.choice(["paid", "shipped"]), oid))])
+        elif x < 0.70:
+            ids = self._ids("orders")
+            if ids:
+                oid = r.randint(*ids)
+                self._tx([(f"DELETE FROM {SCHEMA}.order_items WHERE order_id = %s", (oid,)),
+                          (f"DELETE FROM {SCHEMA}.orders WHERE id = %s", (oid,))])
+        elif x < 0.80:
+            ids = self._ids("customers")
+            if ids:
+                self._tx([(f"UPDATE {SCHEMA}.customers SET balance = balance + %s, tier = %s WHERE id = %s",
+                           (Decimal(r.randint(-5000, 5000)) / 100, r.choice(["free", "pro", "enterprise"]),
+                            r.randint(*ids)))])
+        elif x < 0.85:
+            self._tx([(f"INSERT INTO {SCHEMA}.customers (name, email) VALUES (%s, %s)",
+                       (r.choice(_NAMES), None if r.random() < 0.2 else f"new{r.randint(0, 10**9)}@example.com"))])
+        else:
+            ids = self._ids("customers")
+            self._tx([(f"INSERT INTO {SCHEMA}.page_views VALUES (%s, %s, NOW())",
+                       (r.randint(*ids) if ids else None, f"/p/{r.randint(1, 50)}")) for _ in range(r.randint(1, 3))])
+
+
+def counts(conn: pymysql.connections.Connection) -> dict[str, int]:
+    out = {}
+    with conn.cursor() as cur:
+        for t in TABLES:
+            cur.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t}")
+            out[f"{SCHEMA}.{t}"] = int(cur.fetchone()[0])
+    return out
+
+
+def run_workload(conn: pymysql.connections.Connection, rate: float, seconds: float | None, seed: int) -> Workload:
+    w = Workload(conn, seed=seed)
+    stop = False
+
+    def on_signal(*_: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.monotonic()
+    while not stop and (seconds is None or time.monotonic() - t0 < seconds):
+        w.step()
+        lag = w.transactions / rate - (time.monotonic() - t0)
+        if lag > 0:
+            time.sleep(lag)
+    return w
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["create", "workload", "counts"])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=3407)
+    ap.add_argument("--user", default="canal_admin")
+    ap.add_argument("--password", default="canal_admin")
+    ap.add_argument("--customers", type=int, default=200)
+    ap.add_argument("--rate", type=float, default=20.0, help="transactions per second")
+    ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    args = ap.parse_args(argv)
+    conn = connect(args)
+    try:
+        if args.command == "create":
+            create(conn, args.customers)
+            print(f"created {SCHEMA}: " + ", ".join(f"{k}={v}" for k, v in counts(conn).items()))
+        elif args.command == "workload":
+            w = run_workload(conn, args.rate, args.seconds, args.seed)
+            print(f"workload: {w.transactions} transactions, {w.rows} rows changed")
+        else:
+            for k, v in counts(conn).items():
+                print(f"{k}\t{v}")
+    finally:
+        conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
