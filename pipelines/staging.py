@@ -1,0 +1,555 @@
+"""Stage one window of Canal entries as files (the layout pipelines.window describes), durably.
+
+``stage_window`` parses the serialized Canal Entries, writes typed per-table parts, the changelog and the
+manifest into a temporary directory, fsyncs them, and renames the directory into place: a window directory
+either holds everything with manifest.json or does not exist (a directory without manifest is incomplete
+and ``load_window`` refuses it). Staging the same window/attempt again replaces what is there.
+
+Speed matters (a window is ~100k rows): values are pulled from the protobuf messages once, as text lists;
+typed columns are converted per column with Arrow (pipelines.types.convert_texts), never value by value
+in Python except where Arrow cannot convert exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import accumulate, chain, repeat
+from operator import attrgetter, itemgetter, ne
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from canal_core.entry.proto import EntryProtocol_pb2 as pb
+
+from .types import TypeMappingError, arrow_schema, convert_texts
+from .window import (
+    COL_OP,
+    COL_POS,
+    COL_ROW,
+    COL_SUB,
+    COL_TS,
+    OP_DELETE,
+    OP_INSERT,
+    OP_UPDATE,
+    ColumnSpec,
+    DdlRecord,
+    Position,
+    TableChanges,
+    TablePart,
+    WindowManifest,
+    changelog_schema,
+    order_key,
+    window_dir_name,
+)
+
+__all__ = [
+    "IncompleteWindowError",
+    "RowImageError",
+    "StagingError",
+    "load_window",
+    "stage_window",
+    "window_path",
+]
+
+MANIFEST = "manifest.json"
+CHANGELOG = "changelog.parquet"
+
+META_FIELDS = (
+    pa.field(COL_OP, pa.string(), nullable=False),
+    pa.field(COL_POS, pa.int64(), nullable=False),
+    pa.field(COL_ROW, pa.int32(), nullable=False),
+    pa.field(COL_SUB, pa.int8(), nullable=False),
+    pa.field(COL_TS, pa.timestamp("us", tz="UTC"), nullable=False),
+)
+
+_DML = {pb.INSERT: OP_INSERT, pb.UPDATE: OP_UPDATE, pb.DELETE: OP_DELETE}
+_DDL_TYPES = frozenset({pb.CREATE, pb.ALTER, pb.ERASE, pb.RENAME, pb.TRUNCATE, pb.CINDEX, pb.DINDEX})
+_MS_PER_DAY = 86_400_000
+
+
+class StagingError(Exception):
+    """An entry the window cannot be staged from."""
+
+
+class RowImageError(StagingError):
+    """A row image without all the table's columns (binlog_row_image MINIMAL or NOBLOB)."""
+
+
+class IncompleteWindowError(StagingError):
+    """A window directory without its manifest (staging did not finish)."""
+
+
+def window_path(root: Path | str, destination: str, window: int, attempt: int) -> Path:
+    """``{root}/{destination}/w{window:012d}-a{attempt}``."""
+    return Path(root) / destination / window_dir_name(window, attempt)
+
+
+def load_window(path: Path | str) -> WindowManifest:
+    """The manifest of a staged window directory; IncompleteWindowError when it has none."""
+    p = Path(path)
+    try:
+        text = (p / MANIFEST).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise IncompleteWindowError(f"{p}: no {MANIFEST}, the window was not staged completely") from None
+    return WindowManifest.from_json(text)
+
+
+# ---- accumulation --------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Part:
+    columns: list[ColumnSpec]
+    names: list[str]
+    key_idx: list[int]
+    name_ids: list[int]      # the column names' ids in the window's name list (for the changelog maps)
+    key_ids: list[int]
+    ops: list[str] = field(default_factory=list)
+    pos: list[int] = field(default_factory=list)
+    row: list[int] = field(default_factory=list)
+    sub: list[int] = field(default_factory=list)
+    ts: list[int] = field(default_factory=list)
+    images: list[int] = field(default_factory=list)  # each row's image: its index in the window's text pool
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+
+    def extend(self, op: str, pos: int, ts: int, images: Iterable[int], rows: Iterable[int], sub: int = 0) -> None:
+        n = len(self.images)
+        self.images.extend(images)
+        n = len(self.images) - n
+        self.ops.extend([op] * n)
+        self.pos.extend([pos] * n)
+        self.row.extend(rows)
+        self.sub.extend([sub] * n)
+        self.ts.extend([ts] * n)
+
+
+@dataclass(slots=True)
+class _Table:
+    schema: str
+    table: str
+    parts: list[_Part] = field(default_factory=list)
+    layout: list[tuple[str, str, bool]] | None = None
+    ddl_since: bool = False  # a DDL on this table since its current part's last row
+
+
+@dataclass(slots=True)
+class _Changes:
+    """The changelog rows of one rows entry (columns are built at write time)."""
+
+    schema: str
+    table: str
+    op: str
+    file: str
+    offset: int
+    pos: int
+    gtid: str
+    server_id: int
+    ts_ms: int
+    n: int
+    part: _Part
+    before: int  # the first row's before / after image in the text pool, -1 when the change has none
+    after: int
+    updated: list[list[int]] | None  # UPDATE: ids of the changed columns per row; INSERT all, DELETE none
+
+
+class _Stager:
+    def __init__(self, destination: str, window: int, timezone: str) -> None:
+        self.destination = destination
+        self.window = window
+        self.timezone = timezone
+        self.entries = 0
+        self.bytes = 0
+        self.rows = 0
+        self.first: Any = None
+        self.last: Any = None
+        self.tables: dict[tuple[str, str], _Table] = {}
+        self.changes: list[_Changes] = []
+        self.ddl: list[DdlRecord] = []
+        self.names: dict[str, int] = {}
+        self.seq: dict[str, int] = {}
+        # every row image once, as Canal's texts; parts and changelog refer to them by index and share one
+        # Arrow conversion of all texts
+        self.pool: list[list[str | None]] = []
+
+    def add(self, raw: bytes) -> None:
+        entry = pb.Entry.FromString(raw)
+        self.entries += 1
+        self.bytes += len(raw)
+        h = entry.header
+        if h.logfileName:
+            if self.first is None:
+                self.first = h
+            self.last = h
+        if entry.entryType != pb.ROWDATA:
+            return  # transaction begin / end, heartbeats, GTID entries: counted, nothing to stage
+        rc = pb.RowChange.FromString(entry.storeValue)
+        et = rc.eventType
+        if rc.isDdl or et in _DDL_TYPES:
+            self._ddl(h, rc)
+        elif et in _DML:
+            if not rc.rowDatas:
+                if rc.sql:
+                    raise StagingError(f"statement-based {pb.EventType.Name(et)} at {h.logfileName}:"
+                                       f"{h.logfileOffset} on {h.schemaName}.{h.tableName}: the source's "
+                                       "binlog_format must be ROW")
+                return
+            self._rows(h, rc, et)
+        # QUERY (the original SQL of a rows event), XACOMMIT / XAROLLBACK: nothing to stage
+
+    def _pos(self, h: Any) -> int:
+        seq = self.seq.get(h.logfileName)
+        if seq is None:
+            seq = self.seq[h.logfileName] = order_key(h.logfileName, 0) >> 32
+        if not 0 <= h.logfileOffset < 1 << 32:
+            return order_key(h.logfileName, h.logfileOffset)  # raises with the position
+        return seq << 32 | h.logfileOffset
+
+    def _ddl(self, h: Any, rc: Any) -> None:
+        schema = h.schemaName or rc.ddlSchemaName
+        self.ddl.append(DdlRecord(pos=self._pos(h), schema=schema, table=h.tableName,
+                                  kind=pb.EventType.Name(rc.eventType), sql=rc.sql, timestamp_ms=h.executeTime))
+        t = self.tables.get((schema, h.tableName))
+        if t is not None:
+            t.ddl_since = True
+
+    def _part(self, h: Any, cols: list[Any], et: int) -> _Part:
+        """The part this entry's rows go to: the table's current one unless the column layout changed or a DDL
+        on the table came in between. Checks the first row's image is complete."""
+        key = (h.schemaName, h.tableName)
+        t = self.tables.get(key)
+        if t is None:
+            t = self.tables[key] = _Table(h.schemaName, h.tableName)
+        layout = [(c.name, c.mysqlType, c.isKey) for c in cols]
+        if layout == t.layout and not t.ddl_since:
+            return t.parts[-1]  # same names in the same order as a checked image: complete too
+        n = len(layout)
+        if [c.index for c in cols] != list(range(n)) or (
+                t.layout is not None and not t.ddl_since and n < len(t.layout) and t.layout[:n] == layout):
+            raise _image_error(h, et)
+        specs = [ColumnSpec(name, mysql_type, is_key) for name, mysql_type, is_key in layout]
+        try:
+            arrow_schema(specs)
+        except TypeMappingError as exc:
+            raise TypeMappingError(exc.mysql_type, f"{h.schemaName}.{h.tableName}.{exc.column}") from None
+        ids = [self.names.setdefault(c.name, len(self.names)) for c in specs]
+        key_idx = [i for i, c in enumerate(specs) if c.is_key]
+        part = _Part(specs, [c.name for c in specs], key_idx, ids, [ids[i] for i in key_idx])
+        t.parts.append(part)
+        t.layout = layout
+        t.ddl_since = False
+        return part
+
+    def _rows(self, h: Any, rc: Any, et: int) -> None:
+        rds = rc.rowDatas
+        first = rds[0]
+        # the first row's column wrappers stay alive until its values are read: protobuf hands out the same
+        # objects again instead of building new ones
+        wrappers = list(first.beforeColumns if et == pb.DELETE else first.afterColumns)
+        part = self._part(h, wrappers, et)
+        n_cols = len(part.names)
+        pos = self._pos(h)
+        ts = h.executeTime * 1000
+        n = len(rds)
+        pool = self.pool
+        before = after = -1
+        updated = None
+        if et == pb.INSERT:
+            after = len(pool)
+            pool.extend(_images(rds, "afterColumns", n_cols, h, et))
+            part.extend(OP_INSERT, pos, ts, range(after, after + n), range(n))
+            part.inserts += n
+        elif et == pb.DELETE:
+            before = len(pool)
+            pool.extend(_images(rds, "beforeColumns", n_cols, h, et))
+            part.extend(OP_DELETE, pos, ts, range(before, before + n), range(n))
+            part.deletes += n
+        else:
+            bi = _images(rds, "beforeColumns", n_cols, h, et)
+            ai = _images(rds, "afterColumns", n_cols, h, et)
+            before = len(pool)
+            after = before + n
+            pool.extend(bi)
+            pool.extend(ai)
+            ids = part.name_ids
+            # Canal's Column.updated: the text or NULL-ness differs from the before image
+            updated = [[i for i, b, a in zip(ids, bv, av, strict=True) if b != a]
+                       for bv, av in zip(bi, ai, strict=True)]
+            moved: list[bool] = []
+            if part.key_idx:
+                kg = itemgetter(*part.key_idx)
+                moved = list(map(ne, map(kg, bi), map(kg, ai)))
+            if not any(moved):
+                part.extend(OP_UPDATE, pos, ts, range(after, after + n), range(n))
+                part.updates += n
+            else:
+                for i, m in enumerate(moved):
+                    if m:  # a new primary key: the mirror must drop the old row and add the new one
+                        part.extend(OP_DELETE, pos, ts, (before + i,), (i,))
+                        part.extend(OP_INSERT, pos, ts, (after + i,), (i,), 1)
+                        part.deletes += 1
+                        part.inserts += 1
+                    else:
+                        part.extend(OP_UPDATE, pos, ts, (after + i,), (i,))
+                        part.updates += 1
+        del wrappers
+        self.rows += n
+        self.changes.append(_Changes(h.schemaName, h.tableName, _DML[et], h.logfileName, h.logfileOffset, pos,
+                                     h.gtid, h.serverId, h.executeTime, n, part, before, after, updated))
+
+    # ---- output ------------------------------------------------------------------------------------
+
+    def write(self, root: Path | str, attempt: int, batch_ids: list[int]) -> WindowManifest:
+        final = window_path(root, self.destination, self.window, attempt)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        for stale in final.parent.glob(f".{final.name}.*"):  # left by a staging that crashed
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:12]}"
+        tmp.mkdir()
+        try:
+            manifest = self._write_into(tmp, attempt, batch_ids)
+            _replace_dir(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return manifest
+
+    def _write_into(self, out: Path, attempt: int, batch_ids: list[int]) -> WindowManifest:
+        unrepresentable: dict[str, int] = {}
+        tables: list[TableChanges] = []
+        pool = self._pool_array()
+        if self.tables:
+            (out / "tables").mkdir()
+        for t in self.tables.values():
+            dirname = f"{_path_safe(t.schema)}.{_path_safe(t.table)}"
+            tdir = out / "tables" / dirname
+            tdir.mkdir()
+            tc = TableChanges(t.schema, t.table)
+            for i, part in enumerate(t.parts):
+                rel = f"tables/{dirname}/{i:03d}.parquet"
+                _write_parquet(self._part_table(t, part, pool, unrepresentable), out / rel)
+                tc.parts.append(TablePart(file=rel, rows=len(part.ops), min_pos=min(part.pos),
+                                          max_pos=max(part.pos), columns=part.columns, inserts=part.inserts,
+                                          updates=part.updates, deletes=part.deletes))
+            _fsync_dir(tdir)
+            tables.append(tc)
+        if self.tables:
+            _fsync_dir(out / "tables")
+        changelog = None
+        if self.changes:
+            _write_parquet(self._changelog(pool), out / CHANGELOG, use_dictionary=False)
+            changelog = CHANGELOG
+        manifest = WindowManifest(
+            destination=self.destination, window=self.window, attempt=attempt, batch_ids=list(batch_ids),
+            start=_position(self.first), end=_position(self.last), rows=self.rows, entries=self.entries,
+            bytes=self.bytes, changelog=changelog, tables=tables, ddl=self.ddl, unrepresentable=unrepresentable,
+            timezone=self.timezone, created_ms=int(time.time() * 1000))
+        _write_file(out / MANIFEST, manifest.to_json().encode("utf-8"))  # last: its presence means complete
+        _fsync_dir(out)
+        return manifest
+
+    def _pool_array(self) -> pa.ListArray:
+        offsets = pa.array(accumulate(map(len, self.pool), initial=0), pa.int32())
+        return pa.ListArray.from_arrays(offsets, pa.array(chain.from_iterable(self.pool), pa.string()))
+
+    def _part_table(self, t: _Table, part: _Part, pool: pa.ListArray, unrepresentable: dict[str, int]) -> pa.Table:
+        schema = arrow_schema(part.columns, META_FIELDS)
+        arrays: list[pa.Array] = [
+            pa.array(part.ops, pa.string()),
+            pa.array(part.pos, pa.int64()),
+            pa.array(part.row, pa.int32()),
+            pa.array(part.sub, pa.int8()),
+            pa.array(part.ts, pa.int64()).cast(META_FIELDS[4].type),
+        ]
+        images = _select(pool, part.images)
+        for j, spec in enumerate(part.columns):
+            try:
+                arr, bad = convert_texts(spec.mysql_type, pc.list_element(images, j), self.timezone, spec.name)
+            except (ValueError, ArithmeticError, pa.ArrowException) as exc:
+                raise StagingError(f"{t.schema}.{t.table}.{spec.name} ({spec.mysql_type}): a value Canal sent "
+                                   f"does not convert: {exc}") from exc
+            arrays.append(arr)
+            if bad:
+                k = f"{t.schema}.{t.table}.{spec.name}"
+                unrepresentable[k] = unrepresentable.get(k, 0) + bad
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _changelog(self, pool: pa.ListArray) -> pa.Table:
+        schema = changelog_schema()
+        cs = self.changes
+        counts = [c.n for c in cs]
+        total = sum(counts)
+        names = pa.array(list(self.names), pa.string())
+
+        def per_change(values: list[Any], typ: pa.DataType) -> pa.Array:
+            return pa.array(chain.from_iterable(map(repeat, values, counts)), typ, size=total)
+
+        # list<string> columns as offsets + ids into the window's name list (a take, not a string per value)
+        key_off, key_ids = _lists((c.part.key_ids, c.n) for c in cs)
+        upd_off, upd_ids = _lists(
+            ((c.part.name_ids, c.n) if c.op == OP_INSERT else ([], c.n)) if c.updated is None else c.updated
+            for c in cs)
+        cols: dict[str, pa.Array] = {
+            "destination": pa.array(repeat(self.destination, total), pa.string(), size=total),
+            "schema_name": per_change([c.schema for c in cs], pa.string()),
+            "table_name": per_change([c.table for c in cs], pa.string()),
+            "op": per_change([c.op for c in cs], pa.string()),
+            "binlog_file": per_change([c.file for c in cs], pa.string()),
+            "binlog_offset": per_change([c.offset for c in cs], pa.int64()),
+            "pos": per_change([c.pos for c in cs], pa.int64()),
+            "row": pa.array(chain.from_iterable(map(range, counts)), pa.int32(), size=total),
+            "gtid": per_change([c.gtid for c in cs], pa.string()),
+            "server_id": per_change([c.server_id for c in cs], pa.int64()),
+            "execute_time": per_change([c.ts_ms * 1000 for c in cs], pa.int64()).cast(
+                schema.field("execute_time").type),
+            "event_date": per_change([c.ts_ms // _MS_PER_DAY for c in cs], pa.int32()).cast(pa.date32()),
+            "window": pa.array(repeat(self.window, total), pa.int64(), size=total),
+            "keys": pa.ListArray.from_arrays(key_off, names.take(key_ids)),
+            "updated": pa.ListArray.from_arrays(upd_off, names.take(upd_ids)),
+            "before": _text_maps(cs, names, pool, "before"),
+            "after": _text_maps(cs, names, pool, "after"),
+        }
+        return pa.Table.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+
+def _select(pool: pa.ListArray, idx: list[Any]) -> pa.ListArray:
+    """pool[idx]: a zero-copy slice when idx is a run of consecutive indexes (the common case)."""
+    if idx and idx[0] is not None and idx[-1] is not None and idx[-1] - idx[0] == len(idx) - 1 \
+            and idx == list(range(idx[0], idx[-1] + 1)):
+        return pool.slice(idx[0], len(idx))
+    return pool.take(pa.array(idx, pa.int32()))
+
+
+def _path_safe(name: str) -> str:
+    # quoted MySQL identifiers may hold "/" (and "%", our escape)
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+def _image_error(h: Any, et: int) -> RowImageError:
+    return RowImageError(f"{pb.EventType.Name(et)} row image of {h.schemaName}.{h.tableName} at "
+                         f"{h.logfileName}:{h.logfileOffset} lacks columns (binlog_row_image MINIMAL or NOBLOB?): "
+                         "the source's binlog_row_image must be FULL")
+
+
+def _images(rds: Any, side: str, n_cols: int, h: Any, et: int) -> list[list[str | None]]:
+    """Canal's texts of one image of every row; None for SQL NULL."""
+    get = attrgetter(side)
+    images = [[c.value for c in get(rd)] for rd in rds]
+    if set(map(len, images)) != {n_cols}:
+        raise _image_error(h, et)
+    for r, img in enumerate(images):
+        if "" in img:
+            # NULL has the empty text too: only then look at isNull (another pass over the columns is costly)
+            cols = get(rds[r])
+            for i, v in enumerate(img):
+                if v == "" and cols[i].isNull:
+                    img[i] = None
+    return images  # type: ignore[return-value]
+
+
+def _lists(items: Iterable[tuple[list[int], int] | list[list[int]]]) -> tuple[pa.Array, pa.Array]:
+    """Offsets and flat values of list columns: ``(ids, n)`` is the same list n times, a list of lists one
+    list per row."""
+    offsets = [0]
+    flat: list[int] = []
+    for item in items:
+        if isinstance(item, tuple):
+            ids, n = item
+            k = len(ids)
+            last = offsets[-1]
+            offsets.extend(range(last + k, last + k * n + 1, k) if k else repeat(last, n))
+            flat.extend(ids * n)
+        else:
+            for ids in item:
+                flat.extend(ids)
+                offsets.append(len(flat))
+    return pa.array(offsets, pa.int32()), pa.array(flat, pa.int32())
+
+
+def _text_maps(cs: list[_Changes], names: pa.Array, pool: pa.ListArray, side: str) -> pa.Array:
+    """One map<string,string> image per changelog row, NULL where the change has no such image."""
+    idx: list[int | None] = []
+    ids: list[int] = []
+    for c in cs:
+        first = c.before if side == "before" else c.after
+        if first < 0:
+            idx.extend(repeat(None, c.n))
+        else:
+            idx.extend(range(first, first + c.n))
+            ids.extend(c.part.name_ids * c.n)
+    images = _select(pool, idx)
+    offsets = images.offsets  # a slice's offsets start where it starts in the pool, flatten() at 0
+    if offsets[0].as_py():
+        offsets = pc.subtract(offsets, offsets[0])
+    return pa.MapArray.from_arrays(offsets, names.take(pa.array(ids, pa.int32())), images.flatten(),
+                                   mask=images.is_null())
+
+
+def _position(h: Any) -> Position:
+    if h is None:
+        return Position(journal="", offset=0)
+    return Position(journal=h.logfileName, offset=h.logfileOffset, timestamp_ms=h.executeTime, gtid=h.gtid,
+                    server_id=h.serverId)
+
+
+# ---- durable files --------------------------------------------------------------------------------------
+
+def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    _fsync_path(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+
+
+def _write_parquet(table: pa.Table, path: Path, **options: Any) -> None:
+    pq.write_table(table, path, compression="snappy", **options)
+    _fsync_path(path)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Move the finished temporary directory to ``final``, replacing an earlier (complete or not) staging."""
+    old = None
+    if final.exists():
+        old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(final, old)
+    os.rename(tmp, final)
+    _fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def stage_window(entries: Iterable[bytes], *, root: Path | str, destination: str, window: int, attempt: int,
+                 batch_ids: list[int], timezone: str = "UTC") -> WindowManifest:
+    """Write the window of serialized Canal Entries under ``window_path(root, destination, window, attempt)``
+    and return its manifest (also written there, last).
+
+    ``timezone``: the zone the entries' TIMESTAMP text is in (the Canal converter's zone; recorded in the
+    manifest). Row changes go to typed per-table parts (a new part when the column layout changes or a DDL on
+    the table intervenes; a primary-key-changing UPDATE becomes DELETE + INSERT), every row change to the
+    changelog, DDL to ``manifest.ddl``. ``manifest.rows`` counts row changes (changelog rows), a part's
+    ``rows`` its staged rows. Errors: RowImageError (not a FULL row image), StagingError (statement-based
+    DML), TypeMappingError naming schema.table.column."""
+    stager = _Stager(destination, window, timezone)
+    for raw in entries:
+        stager.add(raw)
+    return stager.write(root, attempt, batch_ids)
