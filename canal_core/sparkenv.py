@@ -13,6 +13,7 @@ Environment:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +115,8 @@ def spark_session_builder(
         # No hostname lookups / external interfaces: works on a machine without DNS or network.
         # SPARK_LOCAL_IP is read by the JVM that getOrCreate() launches (it inherits os.environ).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers (UDFs) run this interpreter, with this environment's packages, not the system python3
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings.update(
             {
                 "spark.driver.host": "127.0.0.1",
