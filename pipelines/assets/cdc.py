@@ -1,0 +1,346 @@
+"""The assets: ``mysql/<schema>/<table>`` (source specs), ``canal/changelog`` and ``mirror/<schema>/<table>``,
+plus a blocking reconciliation check per mirror.
+
+What an asset does depends on the run that materializes it (all return MaterializeResult, no IO manager):
+
+* window mode (``canal_window`` runs from the sensor: resources.canal_window.config.path is set): the
+  changelog appends the staged window; a mirror first replays its snapshot catch-up, if the sensor passed
+  one, then MERGEs the window's parts;
+* snapshot mode (``canal_snapshot`` runs): a mirror is replaced by a consistent snapshot whose binlog
+  position lands in the snapshot registry (the sensor then has the stream catch up from it);
+* backfill mode (the changelog materialized for a partition range without a window, e.g. the UI's
+  partition backfill): those days are replayed from the binlog, that range of the changelog is replaced and
+  the affected mirrors are re-merged (``pipelines.assets.backfill``).
+"""
+
+
+import datetime as dt
+import shutil
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetsDefinition,
+    AssetSpec,
+    BackfillPolicy,
+    BetaWarning,
+    DailyPartitionsDefinition,
+    Failure,
+    FreshnessPolicy,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+
+from ..config import PipelineConfig
+from ..resources import CanalWindowResource, LakeResource, SparkResource
+from ..window import Position, WindowManifest
+from .keys import CHANGELOG, RECONCILE_CHECK, SNAPSHOT_JOB, mirror_key, source_key, split_table
+
+
+@dataclass
+class CdcAssets:
+    sources: list[AssetSpec]
+    changelog: AssetsDefinition
+    mirrors: dict[str, AssetsDefinition]
+    checks: list[Any]
+    partitions: DailyPartitionsDefinition
+
+
+# --- positions and metadata -----------------------------------------------------------------------------------
+
+def pos_text(p: Position) -> str:
+    return f"{p.journal}:{p.offset}"
+
+
+def parse_position(text: str) -> Position:
+    """'mysql-bin.000012:4567' -> Position."""
+    journal, sep, offset = text.rpartition(":")
+    if not sep or not journal or not offset.isdigit():
+        raise ValueError(f"binlog position {text!r}: expected file:offset")
+    return Position(journal, int(offset))
+
+
+def lag_seconds(timestamp_ms: int) -> float:
+    return round(max(0.0, time.time() - timestamp_ms / 1000), 3) if timestamp_ms else 0.0
+
+
+def window_metadata(manifest: WindowManifest) -> dict[str, Any]:
+    return {
+        "window": manifest.window,
+        "attempt": manifest.attempt,
+        "batch_ids": MetadataValue.text(",".join(map(str, manifest.batch_ids))),
+        "binlog_start": pos_text(manifest.start),
+        "binlog_end": pos_text(manifest.end),
+        "gtid": manifest.end.gtid or "",
+        "lag_seconds": lag_seconds(manifest.end.timestamp_ms),
+    }
+
+
+# --- the mirror's three modes ------------------------------------------------------------------------------------
+
+def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: WindowManifest, name: str) -> Any:
+    """Apply one staged window to one mirror. A RENAME TABLE naming this table is done at its position: every
+    table of the statement is first brought up to it, then the rename (both idempotent, so the other mirror
+    steps of the run find them done)."""
+    from .. import lake as L
+
+    tables = {t.name: t for t in L.mirror_tables(manifest)}
+    total = L.MirrorResult()
+    lo: int | None = None
+    for pos, pairs in L._renames(manifest):
+        names = {f"{s}.{t}" for pair in pairs for s, t in pair}
+        if name not in names:
+            continue
+        for other in sorted(names & set(tables)):
+            r = L.apply_mirror(session, lk, window_dir, manifest, tables[other], upto=pos)
+            if other == name:
+                total.add(r)
+        L.rename_mirror(session, lk, pairs, pos)
+        lo = pos
+    if name in tables:
+        total.add(L.apply_mirror(session, lk, window_dir, manifest, tables[name], after=lo))
+    return total
+
+
+def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, name: str, spark: SparkResource,
+                       lake: LakeResource, window: CanalWindowResource) -> MaterializeResult:
+    """The window's changes of this table, after its snapshot catch-up when the sensor passed one (a run
+    without a window is a catch-up alone, up to ``catch_up_end``)."""
+    from .. import lake as L
+    from ..replay import replay_windows
+    from ..staging import load_window
+
+    path = Path(window.path) if window.path else None
+    manifest = load_window(path) if path is not None else None
+    if manifest is not None:
+        end = manifest.start  # the window itself applies from its start on
+    elif window.catch_up_end:
+        end = parse_position(window.catch_up_end)
+    else:
+        raise Failure(description=f"{name}: canal_window config has catch_up but neither path nor catch_up_end")
+    session, lk = spark.session(), lake.lake()
+    total = L.MirrorResult()
+    caught: dict[str, Any] = {}
+    if catch_up := window.catch_up.get(name):
+        start = parse_position(catch_up)
+        rows = 0
+        if start.key <= end.key:
+            # the changes between the snapshot and this point, which earlier windows applied to the changelog
+            # only: replayed for this table through a separate client (overlaps are harmless: applied parts
+            # are skipped by position)
+            root = config.staging_root / config.destination / "catchup" / context.run_id / name
+            try:
+                for d, m in replay_windows(config.replay_source(), root=root, destination=config.destination,
+                                           label=0, start=start, end=end, tables=[name]):
+                    total.add(apply_window_to_table(session, lk, d, m, name))
+                    rows += m.rows
+                    shutil.rmtree(d, ignore_errors=True)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+        caught = {"catch_up_from": catch_up, "catch_up_rows": rows}
+    if manifest is not None and path is not None:
+        total.add(apply_window_to_table(session, lk, path, manifest, name))
+    at = manifest.end if manifest is not None else end
+    context.log.info(f"{name}: {'window ' + str(manifest.window) if manifest else 'catch-up'}: {total}")
+    return MaterializeResult(metadata={
+        "rows_inserted": total.inserted, "rows_updated": total.updated, "rows_deleted": total.deleted,
+        "skipped_parts": total.skipped_parts, "delta_version": total.version,
+        "mirror_position": -1 if total.position is None else total.position,
+        "binlog_position": pos_text(at), "lag_seconds": lag_seconds(at.timestamp_ms),
+        "window": manifest.window if manifest is not None else -1,
+        **({"note": total.reason} if total.reason else {}), **caught,
+    })
+
+
+def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig, name: str,
+                         spark: SparkResource, lake: LakeResource) -> MaterializeResult:
+    from .. import lake as L
+    from ..sensor import registry_for, snapshot_data_dir
+    from ..snapshot import take_snapshot
+
+    schema, table = split_table(name)
+    out = snapshot_data_dir(config, context.run_id) / name
+    taken = dt.datetime.now(dt.UTC)
+    try:
+        snap = take_snapshot(config.conn_kwargs(), schema, table, out)
+        version = L.write_snapshot(spark.session(), lake.lake(), schema, table, snap.path, snap.position_key,
+                                   snapshot_ts=taken)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    # the sensor reads this: the next window run catches the mirror up from this position
+    registry_for(config).record_snapshot(name, pos_text(snap.position), snap.position_key, snap.rows,
+                                         context.run_id)
+    return MaterializeResult(metadata={
+        "rows_inserted": snap.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": snap.rows,
+        "binlog_position": pos_text(snap.position), "delta_version": version,
+        "lag_seconds": round((dt.datetime.now(dt.UTC) - taken).total_seconds(), 3),
+        "unrepresentable": MetadataValue.json(snap.unrepresentable),
+    })
+
+
+# --- reconciliation ----------------------------------------------------------------------------------------------
+
+RECONCILE_MARGIN_MS = 60_000  # replay from this long before the mirror's last change: a transaction boundary
+
+
+def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, version: int) -> Position | int | None:
+    """A binlog start at or before a transaction boundary below the mirror's position ``version``: starting
+    early is harmless (applied parts are skipped, the guard keeps newer rows), starting inside a
+    transaction is not."""
+    from pyspark.sql import functions as F
+
+    from ..sensor import registry_for
+
+    snap = registry_for(config).load().get(name)
+    if snap and int(snap["position_key"]) == version + 1:  # still exactly at its snapshot
+        return parse_position(snap["position"])
+    schema, table = split_table(name)
+    row = (session.read.format("delta").load(lk.changelog_path())
+           .where((F.col("schema_name") == schema) & (F.col("table_name") == table) & (F.col("pos") == version))
+           .select(F.min("execute_time").alias("t")).first())
+    if row is None or row["t"] is None:
+        return None
+    return int(row["t"].timestamp() * 1000) - RECONCILE_MARGIN_MS
+
+
+def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig, name: str,
+                     spark: SparkResource, lake: LakeResource) -> AssetCheckResult:
+    """Row count and order-independent checksum of the source (consistent snapshot at position S) against
+    the mirror moved forward to S: the mirror is at its position W <= S, so the binlog up to S is replayed and
+    previewed on top of it (nothing written)."""
+    from .. import lake as L
+    from ..reconcile import ReconcileError, dataframe_fingerprint, source_fingerprint, table_columns
+    from ..replay import replay_windows
+
+    schema, table = split_table(name)
+    session, lk = spark.session(), lake.lake()
+
+    def fail(why: str) -> AssetCheckResult:
+        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, description=f"{name}: {why}")
+
+    version = L.mirror_version(session, lk, schema, table)
+    if version is None:
+        return fail("the mirror has no applied change yet")
+    columns = table_columns(config.conn_kwargs(), schema, table)
+    src = source_fingerprint(config.conn_kwargs(), schema, table, columns)
+    if src.position is None:
+        return fail("the source reports no binlog snapshot position")
+    df = session.read.format("delta").load(lk.mirror_path(schema, table))
+    replayed = 0
+    root = config.staging_root / config.destination / "reconcile" / context.run.run_id / name
+    try:
+        if src.position.key > version + 1:
+            start = _replay_start(config, session, lk, name, version)
+            if start is None:
+                return fail(f"no changelog row at the mirror's position {version}: cannot tell where to replay from")
+            windows = list(replay_windows(config.replay_source(), root=root, destination=config.destination,
+                                          label=0, start=start, end=src.position, tables=[name], chunk_rows=10**9))
+            with_rows = [(d, m, t) for d, m in windows for t in m.tables if t.name == name]
+            if len(with_rows) > 1:  # preview_mirror previews one window on top of the stored mirror
+                return fail(f"the replay up to {pos_text(src.position)} came in {len(with_rows)} windows")
+            for d, m, t in with_rows:
+                df = L.preview_mirror(session, lk, d, m, t)
+            replayed = sum(m.rows for _, m in windows)
+        mine = dataframe_fingerprint(df, columns, label="mirror")
+    except ReconcileError as e:  # e.g. a source column the mirror has not seen yet
+        return fail(str(e))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    src.label = "source"
+    diff = src.diff(mine)
+    return AssetCheckResult(
+        passed=not diff, severity=AssetCheckSeverity.ERROR,
+        description=f"{name}: {diff}" if diff else f"{name}: {src.count} rows match at {pos_text(src.position)}",
+        metadata={"source_rows": src.count, "mirror_rows": mine.count, "source_checksum": f"{src.checksum:016x}",
+                  "mirror_checksum": f"{mine.checksum:016x}", "source_position": pos_text(src.position),
+                  "mirror_position": version, "replayed_rows": replayed})
+
+
+# --- definitions -------------------------------------------------------------------------------------------------
+
+def _not_a_window_run(name: str) -> Failure:
+    return Failure(
+        description=f"{name} is written by the canal sensor's window runs, by canal_snapshot (initial load) and by "
+                    "backfills; materializing it on its own has no window to apply. To reload it, run "
+                    "canal_snapshot for it; to repair a period, run canal_backfill.")
+
+
+def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Sequence[AssetSpec],
+                     partitions: DailyPartitionsDefinition) -> AssetsDefinition:
+    @asset(key=CHANGELOG, deps=[s.key for s in sources], partitions_def=partitions, group_name="canal",
+           backfill_policy=BackfillPolicy.single_run(), kinds={"spark", "delta"},
+           description="Every row change, appended to Delta once per batch, partitioned by UTC date. A partition "
+                       "backfill replays those days from the binlog and re-merges the affected mirrors.")
+    def changelog(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
+                  canal_window: CanalWindowResource) -> MaterializeResult:
+        if canal_window.path:
+            from .. import lake as L
+            from ..staging import load_window
+
+            manifest = load_window(canal_window.path)
+            written = L.apply_changelog(spark.session(), lake.lake(), Path(canal_window.path), manifest)
+            return MaterializeResult(metadata={"rows": manifest.rows, "rows_written": int(written or 0),
+                                               "tables": len(manifest.tables), **window_metadata(manifest)})
+        if context.has_partition_key_range:
+            from .backfill import run_backfill
+
+            tw = context.partition_time_window
+            summary = run_backfill(context, config, tables, spark, lake, start=tw.start, end=tw.end,
+                                   report_mirrors=True)
+            return MaterializeResult(metadata=summary)
+        raise _not_a_window_run("canal/changelog")
+
+    return changelog
+
+
+def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets:
+    sources = [
+        AssetSpec(source_key(t), group_name="mysql", kinds={"mysql"},
+                  description=f"Source table {t} on {config.destination!r} (read from the binlog by Canal).")
+        for t in tables
+    ]
+    partitions = DailyPartitionsDefinition(start_date=config.changelog.start_date, timezone="UTC", end_offset=1)
+    freshness = FreshnessPolicy.time_window(fail_window=dt.timedelta(seconds=config.freshness.fail_seconds),
+                                            warn_window=dt.timedelta(seconds=config.freshness.warn_seconds))
+
+    with warnings.catch_warnings():  # backfill_policy is "beta"; a single-run backfill is what we want
+        warnings.simplefilter("ignore", BetaWarning)
+        changelog = _changelog_asset(config, tables, sources, partitions)
+
+    def make_mirror(name: str) -> AssetsDefinition:
+        @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
+               freshness_policy=freshness,
+               description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
+                           "key in binlog order; an older change never overwrites a newer one.")
+        def mirror(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
+                   canal_window: CanalWindowResource) -> MaterializeResult:
+            if canal_window.path or canal_window.catch_up:
+                return mirror_from_window(context, config, name, spark, lake, canal_window)
+            if context.job_def.name == SNAPSHOT_JOB:
+                return mirror_from_snapshot(context, config, name, spark, lake)
+            raise _not_a_window_run(name)
+
+        return mirror
+
+    def make_check(name: str) -> Any:
+        @asset_check(asset=mirror_key(name), name=RECONCILE_CHECK, blocking=True,
+                     description="Row count and order-independent checksum of the source (consistent snapshot) "
+                                 "against the mirror moved forward to the same binlog position.")
+        def reconcile(context: AssetCheckExecutionContext, spark: SparkResource,
+                      lake: LakeResource) -> AssetCheckResult:
+            return reconcile_mirror(context, config, name, spark, lake)
+
+        return reconcile
+
+    mirrors = {t: make_mirror(t) for t in tables}
+    return CdcAssets(sources, changelog, mirrors, [make_check(t) for t in tables], partitions)

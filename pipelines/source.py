@@ -1,0 +1,257 @@
+"""The Canal connection the sensor drives, behind one interface (``CanalSource``).
+
+``EmbeddedCanalSource`` hosts the destination's CanalInstance inside the process that evaluates the
+sensor (the Dagster code server): one per destination per process, started on first use (never at import:
+run processes import the same definitions and must not start a second parser). A remote canal-server or a
+ZooKeeper cluster (issue 6) will implement the same interface; entries are Canal's protobuf Entry bytes
+either way.
+
+``epoch`` identifies the server incarnation: outstanding batch ids only mean something within one epoch.
+After a restart (new code-server process) the server redelivers from its acked cursor, so the sensor must
+neither ack nor roll back batch ids of an older epoch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import logging
+import os
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # pragma: no cover
+    from canal_core.server.embedded import CanalServerWithEmbedded
+
+    from .config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25  # one getWithoutAck waits at most this long for a full batch
+
+
+class SourceUnavailable(RuntimeError):
+    """The Canal destination cannot serve (not startable, held by another process, stopped)."""
+
+
+@dataclass(slots=True)
+class FetchedWindow:
+    batch_ids: list[int] = field(default_factory=list)
+    entries: list[bytes] = field(default_factory=list)
+    rows: int = 0       # row changes (Canal's rowsCount) in the entries
+    bytes: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.batch_ids
+
+
+class CanalSource(ABC):
+    """Canal's streaming API, taken a window (several outstanding batches) at a time."""
+
+    @property
+    @abstractmethod
+    def epoch(self) -> str:
+        """Changes whenever the server/instance restarted (outstanding batch ids are then gone)."""
+
+    @abstractmethod
+    def get_window(self, max_rows: int, max_bytes: int, max_wait: float) -> FetchedWindow:
+        """getWithoutAck small batches until ``max_rows`` rows or ``max_bytes`` bytes are taken or ``max_wait``
+        seconds passed; the batches stay outstanding until ``ack`` / ``rollback``."""
+
+    @abstractmethod
+    def ack(self, batch_ids: Sequence[int]) -> None:
+        """Ack the batches, oldest first (Canal requires that order)."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Drop every outstanding batch: their entries come again, in order."""
+
+    def status(self) -> str:
+        """A one-line health note for the sensor's messages ("" when healthy)."""
+        return ""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class EmbeddedCanalSource(CanalSource):
+    """The destination's CanalInstance in this process, with TIMESTAMP text rendered in UTC."""
+
+    _registry: dict[tuple[str, str, int], EmbeddedCanalSource] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, config: PipelineConfig) -> None:
+        from canal_core.meta import ClientIdentity
+
+        self.config = config
+        self.client = ClientIdentity(config.destination, config.canal.client_id)
+        self._lock = threading.RLock()
+        self._server: CanalServerWithEmbedded | None = None
+        self._instance: Any = None
+        self._epoch = ""
+        self._lockfile: TextIO | None = None
+
+    @classmethod
+    def for_config(cls, config: PipelineConfig) -> EmbeddedCanalSource:
+        """The process-wide source of the config's destination (created, not started, on first call)."""
+        key = (str(config.canal.conf_dir), config.destination, config.canal.client_id)
+        with cls._registry_lock:
+            if not cls._registry:  # flush the meta (acked cursors) when the code server exits
+                atexit.register(cls.close_all)
+            src = cls._registry.get(key)
+            if src is None:
+                src = cls._registry[key] = cls(config)
+            return src
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None
+
+    def _ensure_started(self) -> CanalServerWithEmbedded:
+        with self._lock:
+            if self._server is not None:
+                return self._server
+            from canal_core.entry.convert import EntryConverter
+            from canal_core.instance.instance import CanalInstance
+            from canal_core.server.embedded import CanalServerWithEmbedded
+
+            canal = self.config.canal_config()
+            inst_cfg = canal.instance(self.config.destination)
+            self._lock_data_dir(Path(inst_cfg.data_dir))
+            try:
+                instance = CanalInstance.from_config(canal, inst_cfg)
+                # from_config renders TIMESTAMP text in the process's local zone; the pipeline needs UTC.
+                # The converter factory is only called when the parser connects, i.e. after start().
+                tz = self.config.timezone
+                for parser in getattr(instance, "parsers", None) or [instance.parser]:
+                    parser.converter_factory = lambda ident, tz=tz: EntryConverter(ident, timezone=tz)
+                server = CanalServerWithEmbedded()
+                server.start(instance)
+                server.subscribe(self.client)
+            except BaseException:
+                self._unlock_data_dir()
+                raise
+            self._server, self._instance = server, instance
+            self._epoch = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            log.info("embedded canal instance %s started (epoch %s)", self.config.destination, self._epoch)
+            return server
+
+    def _lock_data_dir(self, data_dir: Path) -> None:
+        """One live instance per destination on this machine: a second process (a reloaded code server
+        while the old one still runs) would fight over the replica connection and the meta file."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fh = open(data_dir / "pipeline.lock", "a+")  # held (locked) for the instance lifetime
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise SourceUnavailable(f"destination {self.config.destination} is already hosted by {holder} "
+                                    f"({data_dir / 'pipeline.lock'})") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}\n")
+        fh.flush()
+        self._lockfile = fh
+
+    def _unlock_data_dir(self) -> None:
+        if self._lockfile is not None:
+            self._lockfile.close()  # releases the flock
+            self._lockfile = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._server is not None:
+                self._server.stop_all()
+            self._server, self._instance, self._epoch = None, None, ""
+            self._unlock_data_dir()
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._registry_lock:
+            sources = list(cls._registry.values())
+            cls._registry.clear()
+        for s in sources:
+            s.close()
+
+    # --- the streaming API -------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> str:
+        self._ensure_started()
+        return self._epoch
+
+    def _batch_size(self, remaining_bytes: int) -> int:
+        sc = self._instance.store.batch_mode
+        if getattr(sc, "value", sc) == "MEMSIZE":
+            unit = self._instance.store.mem_unit
+            return max(1, min(self.config.canal.batch_bytes, remaining_bytes) // unit)
+        return self.config.canal.batch_entries
+
+    def _store_exhausted(self) -> bool:
+        """Everything in the store is taken and it cannot take more until an ack: waiting is pointless."""
+        store = self._instance.store
+        st = store.stats()
+        if st.get_seq < st.put_seq:
+            return False
+        if getattr(store.batch_mode, "value", store.batch_mode) == "MEMSIZE":
+            return st.put_mem - st.ack_mem >= store.buffer_size * store.mem_unit * 0.9
+        return st.put_seq - st.ack_seq >= store.buffer_size
+
+    def get_window(self, max_rows: int, max_bytes: int, max_wait: float) -> FetchedWindow:
+        server = self._ensure_started()
+        out = FetchedWindow()
+        deadline = time.monotonic() + max(0.0, max_wait)
+        with self._lock:
+            while out.rows < max_rows and out.bytes < max_bytes:
+                left = deadline - time.monotonic()
+                msg = server.get_without_ack(self.client, self._batch_size(max_bytes - out.bytes),
+                                             timeout=max(0.0, min(left, POLL_SECONDS)))
+                if not msg.empty:
+                    out.batch_ids.append(msg.batch_id)
+                    out.entries.extend(msg.entries)
+                    out.rows += sum(e.rows for e in msg.events)
+                    out.bytes += sum(len(e) for e in msg.entries)
+                if left <= 0 or (msg.empty and self._store_exhausted()):
+                    break
+        return out
+
+    def ack(self, batch_ids: Sequence[int]) -> None:
+        server = self._ensure_started()
+        with self._lock:
+            for b in batch_ids:
+                server.ack(self.client, b)
+
+    def rollback(self) -> None:
+        server = self._ensure_started()
+        with self._lock:
+            server.rollback(self.client)
+
+    def outstanding(self) -> list[int]:
+        server = self._ensure_started()
+        return server.list_batch_ids(self.client)
+
+    def status(self) -> str:
+        if self._instance is None:
+            return "not started"
+        parsers = getattr(self._instance, "parsers", None) or [self._instance.parser]
+        errors = [f"{type(p.last_error).__name__}: {p.last_error}" for p in parsers if p.last_error is not None]
+        return "last parser error: " + "; ".join(errors) if errors else ""
+
+
+def make_source(config: PipelineConfig) -> CanalSource:
+    """The configured Canal connection (canal.mode)."""
+    if config.canal.mode == "embedded":
+        return EmbeddedCanalSource.for_config(config)
+    raise SourceUnavailable(f"canal.mode {config.canal.mode!r} is not implemented yet (the TCP server and "
+                            "ZooKeeper client arrive with issue 6); use canal.mode: embedded")
