@@ -16,12 +16,15 @@ VARINT = 0
 LEN = 2
 
 _SMALL = [bytes([i]) for i in range(128)]
+_LOW = [bytes([i | 0x80]) for i in range(128)]  # a first byte with the continuation bit
 
 
 def varint(n: int) -> bytes:
     """Unsigned LEB128; negative numbers as 64-bit two's complement (protobuf int32/int64)."""
     if 0 <= n < 128:
         return _SMALL[n]
+    if 0 < n < 16384:  # lengths of most rows and entries: two table lookups instead of the loop
+        return _LOW[n & 0x7F] + _SMALL[n >> 7]
     if n < 0:
         n += 1 << 64
     out = bytearray()
