@@ -449,16 +449,17 @@ class CanalSensor:
         manifest = self.stage(fetched.entries, root=cfg.staging_root, destination=cfg.destination,
                               window=state.window, attempt=state.attempt, batch_ids=fetched.batch_ids,
                               timezone=cfg.timezone)
-        if manifest.rows == 0 and not manifest.ddl:
+        known = set(self.tables)
+        # DDL of tables without a mirror (CREATE DATABASE, other schemas' tables) has nothing to apply
+        if manifest.rows == 0 and not any(f"{d.schema}.{d.table}" in known for d in manifest.ddl):
             source.ack(fetched.batch_ids)
             shutil.rmtree(path, ignore_errors=True)
             state.applied_through, state.applied_position = manifest.end.key, _pos_text(manifest.end)
-            notes.append(f"window {state.window}: {manifest.entries} entries without row changes "
-                         f"(transaction markers, heartbeats), acked through {_pos_text(manifest.end)}")
+            notes.append(f"window {state.window}: {manifest.entries} entries without row changes of mirrored tables "
+                         f"(transaction markers, heartbeats, other DDL), acked through {_pos_text(manifest.end)}")
             state.window, state.attempt = state.window + 1, 0
             return self._catch_up_run(state, notes, epoch)
 
-        known = set(self.tables)
         pending = set(self.registry.pending(self.tables))
         catch_up = {t: k for t, k in self.registry.catch_up().items() if t in known}
         # a table's DDL alone (ALTER, RENAME, DROP) also concerns its mirror

@@ -120,7 +120,6 @@ class EmbeddedCanalSource(CanalSource):
         with self._lock:
             if self._server is not None:
                 return self._server
-            from canal_core.entry.convert import EntryConverter
             from canal_core.instance.instance import CanalInstance
             from canal_core.server.embedded import CanalServerWithEmbedded
 
@@ -128,12 +127,8 @@ class EmbeddedCanalSource(CanalSource):
             inst_cfg = canal.instance(self.config.destination)
             self._lock_data_dir(Path(inst_cfg.data_dir))
             try:
-                instance = CanalInstance.from_config(canal, inst_cfg)
-                # from_config renders TIMESTAMP text in the process's local zone; the pipeline needs UTC.
-                # The converter factory is only called when the parser connects, i.e. after start().
-                tz = self.config.timezone
-                for parser in getattr(instance, "parsers", None) or [instance.parser]:
-                    parser.converter_factory = lambda ident, tz=tz: EntryConverter(ident, timezone=tz)
+                # TIMESTAMP text in the pipeline's zone (UTC), not the process's local zone
+                instance = CanalInstance.from_config(canal, inst_cfg, timezone=self.config.timezone)
                 server = CanalServerWithEmbedded()
                 server.start(instance)
                 server.subscribe(self.client)

@@ -60,7 +60,9 @@ class CanalInstance(Destination):
         super().stop()
 
     @classmethod
-    def from_config(cls, canal: CanalConfig, instance: InstanceConfig) -> CanalInstance | GroupCanalInstance:
+    def from_config(cls, canal: CanalConfig, instance: InstanceConfig, *,
+                    timezone: str | None = None) -> CanalInstance | GroupCanalInstance:
+        """``timezone``: the zone of TIMESTAMP text in entries (None: this process's zone, as Canal's JVM)."""
         data_dir = Path(instance.data_dir)  # {canal.file.data.dir}/{destination}
         meta: MetaManager
         if instance.meta_mode is MetaMode.MEMORY:
@@ -73,12 +75,12 @@ class CanalInstance(Destination):
         if instance.is_group:
             return GroupCanalInstance(instance.destination, instance.parser_configs(), store=store, meta=meta,
                                       data_dir=data_dir, event_filter=instance.event_filter(),
-                                      transaction_size=instance.transaction_size)
+                                      transaction_size=instance.transaction_size, timezone=timezone)
         history = SchemaHistory(data_dir / "history")
         return cls(instance.destination, instance.parser_config(), store=store, meta=meta, history=history,
                    event_filter=instance.event_filter(), transaction_size=instance.transaction_size,
                    filter_transaction_entry=instance.filter_config().get(
-                       "canal.instance.filter.transaction.entry", "false") == "true")
+                       "canal.instance.filter.transaction.entry", "false") == "true", timezone=timezone)
 
 
 class _AckedSourcePosition:

@@ -598,8 +598,12 @@ def test_shipped_conf_points_at_the_private_mariadb() -> None:
     assert canal.destinations == ("example",) and canal.conf_dir == REPO / "conf"
     assert canal.file_data_dir == REPO / "conf" and canal.meta_mode is MetaMode.FILE_MIXED
     assert (canal.port, canal.auto_scan, canal.auto_scan_interval) == (11111, True, 5)
-    (inst,) = canal.instances().values()
-    assert inst.warnings() == []
+    (inst,) = canal.instances().values()  # canal.destinations; auto scan adds demo (the pipeline's destination)
+    insts = {"example": inst, "demo": canal.instance("demo")}
+    assert inst.warnings() == [] and insts["demo"].warnings() == []
+    demo = insts["demo"]
+    assert demo.filter_regex == "canal_demo\\..*" and demo.meta_flush_period_ms == 0
+    assert demo.store_config().buffer_size * demo.store_config().buffer_memunit == 256 << 20
     pc = inst.parser_config()
     assert (pc.master.host, pc.master.port, pc.master.user, pc.master.password) == ("127.0.0.1", 3407,
                                                                                   "canal", "canal")
@@ -608,7 +612,7 @@ def test_shipped_conf_points_at_the_private_mariadb() -> None:
     assert (inst.filter_regex, inst.filter_black_regex) == (".*\\..*", "mysql\\.slave_.*")
     f = inst.event_filter()
     assert f.table("test", "t1") and not f.table("mysql", "slave_master_info")
-    assert list(scan_destinations(REPO / "conf")) == ["example"]
+    assert sorted(scan_destinations(REPO / "conf")) == ["demo", "example"]
 
 
 # --- canal.auto.scan ----------------------------------------------------------------------------------------
