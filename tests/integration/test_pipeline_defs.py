@@ -202,7 +202,8 @@ def test_embedded_source_windows(setup: dict[str, Any], mariadb_settings: Any) -
         assert w.rows == 80 and w.batch_ids and w.bytes == sum(len(e) for e in w.entries)
         src.rollback()
         again = src.get_window(10_000, 1 << 20, 1.0)
-        assert again.entries == w.entries and again.batch_ids[0] > w.batch_ids[-1]  # same entries, new ids
+        # the same entries again under new ids (a window that was not full may take what arrived since)
+        assert again.entries[:len(w.entries)] == w.entries and again.batch_ids[0] > w.batch_ids[-1]
         src.ack(again.batch_ids)
         assert src.get_window(10_000, 1 << 20, 0.5).empty
     finally:
