@@ -97,7 +97,7 @@ def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: Win
     tables = {t.name: t for t in L.mirror_tables(manifest)}
     total = L.MirrorResult()
     lo: int | None = None
-    for pos, pairs in L._renames(manifest):
+    for pos, pairs in L.rename_statements(manifest):
         names = {f"{s}.{t}" for pair in pairs for s, t in pair}
         if name not in names:
             continue
@@ -290,7 +290,8 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
             manifest = load_window(canal_window.path)
             written = L.apply_changelog(spark.session(), lake.lake(), Path(canal_window.path), manifest)
             return MaterializeResult(metadata={"rows": manifest.rows, "rows_written": int(written or 0),
-                                               "tables": len(manifest.tables), **window_metadata(manifest)})
+                                               "tables": len(manifest.tables), **window_metadata(manifest),
+                                               "spark_started_at": spark.session().sparkContext.startTime / 1000})
         if context.has_partition_key_range:
             from .backfill import run_backfill
 

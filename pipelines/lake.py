@@ -1,0 +1,1257 @@
+"""Applying staged windows (pipelines.window) to Delta Lake with Spark: ``canal/changelog`` and the mirrors.
+
+Tables under a lake root (a local path or an object-store URI; see docs/lake.md for the full argument):
+
+    {root}/canal/changelog             every row change, partitioned by event_date; insert-only MERGE on
+                                       (destination, server_id, pos, row), Delta txn "canal:changelog:<dest>"
+    {root}/mirror/{schema}/{table}     current state: table columns + _canal_pos, _canal_row, _canal_ts;
+                                       one MERGE per staged part, Delta txn "canal:mirror:<schema>.<table>"
+                                       with version = the part's max_pos (the mirror's watermark)
+
+Idempotency rests on two things: Delta's transaction identifiers (a write whose txnVersion is not above the
+one recorded for its appId is skipped, atomically with the commit) and, for the rows of a part that overlaps
+what was applied, the guard ``target (pos, row) <= source (pos, row)`` plus "latest change per key over a
+contiguous range". Needs a classic (py4j) SparkSession with the Delta extension (canal_core.sparkenv).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from canal_core.parse.ddl import (
+    AlterTable,
+    ChangeColumn,
+    DropTables,
+    RenameColumn,
+    RenameTables,
+    RenameTo,
+    TruncateTables,
+    parse_ddl,
+)
+
+from .window import (
+    COL_OP,
+    COL_POS,
+    COL_ROW,
+    COL_SUB,
+    COL_TS,
+    META_COLUMNS,
+    OP_DELETE,
+    TableChanges,
+    TablePart,
+    WindowManifest,
+    changelog_schema,
+    split_key,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = [
+    "MIRROR_META",
+    "Lake",
+    "LakeError",
+    "MirrorResult",
+    "MirrorSchemaError",
+    "TableState",
+    "apply_changelog",
+    "apply_mirror",
+    "apply_mirrors",
+    "changelog_app_id",
+    "drop_mirror",
+    "mirror_app_id",
+    "mirror_tables",
+    "mirror_version",
+    "optimize",
+    "preview_mirror",
+    "read_table_version",
+    "remerge_mirror",
+    "rename_mirror",
+    "rename_statements",
+    "replace_changelog_range",
+    "table_state",
+    "truncate_mirror",
+    "vacuum",
+    "write_snapshot",
+]
+
+log = logging.getLogger(__name__)
+
+# mirror columns after the table's own: the position (and row index) of the change that wrote the row, its time
+MIRROR_META = (COL_POS, COL_ROW, COL_TS)
+# table property marking a mirror whose source table was dropped (value: the DROP's order key)
+PROP_DROPPED = "canal.dropped"
+# table property: the order key of the last TRUNCATE / DROP TABLE / RENAME away that emptied the mirror
+PROP_EMPTIED = "canal.emptied"
+MIRROR_PROPERTIES = {
+    "delta.columnMapping.mode": "name",   # DROP / RENAME COLUMN without rewriting the table
+    "delta.enableTypeWidening": "true",   # INT -> BIGINT etc. in place
+}
+CHANGELOG_KEY = ("destination", "server_id", "pos", "row")
+
+_TXN_APP = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+_MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Delta's idempotency confs are session-wide and never reset by Delta: set and restored under one lock
+_CONF_LOCK = threading.RLock()
+
+
+class LakeError(RuntimeError):
+    """A lake operation that cannot proceed (missing input, unsupported table)."""
+
+
+class MirrorSchemaError(LakeError):
+    """A source column change the mirror cannot follow exactly."""
+
+
+# ---- locations and identifiers ---------------------------------------------------------------------------
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"{kind} name {name!r} cannot be a lake path segment")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Lake:
+    """Table locations under a lake root: a local directory or an object-store URI (s3a://, abfss://, gs://)."""
+
+    root: str
+
+    def __post_init__(self) -> None:
+        root = str(self.root)
+        if "://" not in root and not root.startswith("file:"):
+            root = os.path.abspath(root)  # the JVM and Python must agree on a relative path
+        object.__setattr__(self, "root", root.rstrip("/") or "/")
+
+    def changelog_path(self) -> str:
+        return f"{self.root}/canal/changelog"
+
+    def mirror_path(self, schema: str, table: str) -> str:
+        return f"{self.root}/mirror/{_check_name('schema', schema)}/{_check_name('table', table)}"
+
+
+def changelog_app_id(destination: str) -> str:
+    return f"canal:changelog:{destination}"
+
+
+def mirror_app_id(schema: str, table: str) -> str:
+    return f"canal:mirror:{schema}.{table}"
+
+
+def _file(window_dir: str | Path, rel: str) -> str:
+    return f"{str(window_dir).rstrip('/')}/{rel}"
+
+
+# ---- results ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class MirrorResult:
+    """What one mirror operation did, as a Dagster materialization reports it.
+
+    ``position``: the mirror's txn version afterwards (the order key up to which every change is applied; None
+    while the mirror has none); ``version``: the Delta table version afterwards (-1: no table)."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    skipped_parts: int = 0
+    version: int = -1
+    position: int | None = None
+    applied_parts: int = 0
+    reason: str = ""
+
+    def add(self, other: MirrorResult) -> None:
+        self.inserted += other.inserted
+        self.updated += other.updated
+        self.deleted += other.deleted
+        self.skipped_parts += other.skipped_parts
+        self.applied_parts += other.applied_parts
+        self.version, self.position = other.version, other.position
+        self.reason = self.reason or other.reason
+
+    def to_metadata(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["position"] = -1 if self.position is None else self.position
+        if self.position is not None:
+            d["binlog_file_seq"], d["binlog_offset"] = split_key(self.position)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    exists: bool
+    version: int               # Delta table version, -1 when there is no table
+    position: int | None       # the txn version of the asked appId
+    properties: dict[str, str]
+
+
+# ---- Spark helpers ---------------------------------------------------------------------------------------
+
+
+def _delta_log(spark: SparkSession, path: str) -> Any:
+    """The Delta snapshot of ``path`` (fresh; version -1 when there is no table), through py4j."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, path)  # type: ignore[attr-defined]
+    return pair._2()
+
+
+def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
+    """Existence, Delta version, the txn version of ``app_id`` and the table properties, from one snapshot."""
+    snap = _delta_log(spark, path)
+    version = int(snap.version())
+    if version < 0:
+        return TableState(False, -1, None, {})
+    opt = snap.transactions().get(app_id)
+    position = int(opt.get()) if opt.isDefined() else None
+    conf = snap.metadata().configuration()
+    it = conf.iterator()
+    props: dict[str, str] = {}
+    while it.hasNext():
+        kv = it.next()
+        props[str(kv._1())] = str(kv._2())
+    return TableState(True, version, position, props)
+
+
+def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """The latest Delta txn version recorded for ``app_id`` in the table at ``path`` (None: no table or none).
+
+    Reads the table's snapshot (checkpoint + log) through Delta's own DeltaLog, so it works for any path Spark
+    can read, object stores included."""
+    snap = _delta_log(spark, path)
+    if int(snap.version()) < 0:
+        return None
+    opt = snap.transactions().get(app_id)
+    return int(opt.get()) if opt.isDefined() else None
+
+
+def mirror_version(spark: SparkSession, lake: Lake, schema: str, table: str) -> int | None:
+    """The mirror's watermark: every change of schema.table with order key <= it is applied."""
+    return read_table_version(spark, lake.mirror_path(schema, table), mirror_app_id(schema, table))
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: dict[str, str | None]) -> Iterator[None]:
+    with _CONF_LOCK:
+        saved = {k: spark.conf.get(k, None) for k in settings}
+        try:
+            for k, v in settings.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+
+
+def _txn(spark: SparkSession, app_id: str | None, version: int | None, note: str) -> Any:
+    """Session confs that make the next Delta write idempotent under (app_id, version) and label its commit.
+
+    MERGE sources here are immutable staged files (deterministic), so Delta need not materialize them first."""
+    settings: dict[str, str | None] = {_USER_METADATA: note, _TXN_APP: None, _TXN_VERSION: None,
+                                       _MATERIALIZE: "none"}
+    if app_id is not None and version is not None:
+        settings[_TXN_APP], settings[_TXN_VERSION] = app_id, str(version)
+    return _session_conf(spark, settings)
+
+
+def _retry_concurrent(fn: Any, what: str, attempts: int = 4) -> Any:
+    """Run ``fn`` again after a Delta write conflict: every write here is idempotent, so retrying is safe."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if "Concurrent" not in f"{type(exc).__name__} {exc}"[:2000] or i == attempts - 1:
+                raise
+            log.warning("%s: concurrent Delta commit, retrying (%s)", what, str(exc).splitlines()[0][:200])
+            time.sleep(0.2 * (i + 1))
+    raise AssertionError("unreachable")
+
+
+def _q(name: str) -> str:
+    """A column name quoted for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _col(alias: str | None, name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(f"{alias}.{_q(name)}" if alias else _q(name))
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _spark_type(t: pa.DataType) -> DataType:
+    """The Spark type of an Arrow type of the staging contract (no tz timestamp -> TIMESTAMP_NTZ)."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    simple: dict[Any, Any] = {
+        pa.int8(): T.ByteType(), pa.int16(): T.ShortType(), pa.int32(): T.IntegerType(), pa.int64(): T.LongType(),
+        pa.float32(): T.FloatType(), pa.float64(): T.DoubleType(), pa.date32(): T.DateType(),
+        pa.bool_(): T.BooleanType(), pa.string(): T.StringType(), pa.large_string(): T.StringType(),
+        pa.binary(): T.BinaryType(), pa.large_binary(): T.BinaryType(),
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return T.DecimalType(t.precision, t.scale)
+    if pa.types.is_timestamp(t):
+        return T.TimestampType() if t.tz else T.TimestampNTZType()
+    if pa.types.is_map(t):
+        return T.MapType(_spark_type(t.key_type), _spark_type(t.item_type), True)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return T.ArrayType(_spark_type(t.value_type), True)
+    raise LakeError(f"no Spark type for Arrow type {t}")
+
+
+def _spark_schema(schema: pa.Schema) -> StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, _spark_type(f.type), True) for f in schema])
+
+
+def _same_types(a: StructType, b: StructType) -> bool:
+    return [(f.name, f.dataType) for f in a.fields] == [(f.name, f.dataType) for f in b.fields]
+
+
+# ---- the changelog ----------------------------------------------------------------------------------------
+
+
+def _changelog_struct() -> StructType:
+    return _spark_schema(changelog_schema())
+
+
+def _ensure_changelog(spark: SparkSession, path: str) -> None:
+    from delta.tables import DeltaTable
+
+    if table_state(spark, path, "").exists:
+        return
+
+    def create() -> None:
+        (DeltaTable.createIfNotExists(spark).location(path).addColumns(_changelog_struct())
+         .partitionedBy("event_date").execute())
+
+    _retry_concurrent(create, f"create {path}")
+
+
+def _local(file: str) -> str | None:
+    """The local path of a staged file, None for an object-store URI."""
+    if file.startswith("file:"):
+        return "/" + file[5:].lstrip("/")
+    return None if "://" in file else file
+
+
+def _read_staged(spark: SparkSession, file: str) -> DataFrame:
+    """A staged Parquet file; a local file's schema comes from its footer (no Spark job to infer it)."""
+    local = _local(file)
+    if local is None:
+        return spark.read.parquet(file)
+    import pyarrow.parquet as pq
+
+    return spark.read.schema(_spark_schema(pq.read_schema(local))).parquet(file)
+
+
+def _read_changelog(spark: SparkSession, window_dir: str | Path, manifest: WindowManifest) -> DataFrame | None:
+    if not manifest.changelog:
+        return None
+    file = _file(window_dir, manifest.changelog)
+    df = _read_staged(spark, file)
+    want = _changelog_struct()
+    if not _same_types(df.schema, want):
+        raise LakeError(f"{file}: staged changelog columns {df.schema.simpleString()} are not the contract's "
+                        f"{want.simpleString()} (pipelines.window.changelog_schema)")
+    return df
+
+
+def _bounds(src: DataFrame, file: str) -> tuple[int, Any, Any, Any, Any]:
+    """(rows, min pos, max pos, min event_date, max event_date) of a staged changelog: from the Parquet footer's
+    statistics when the file is local and has them, else with one Spark aggregation."""
+    from pyspark.sql import functions as F
+
+    local = _local(file)
+    if local is not None:
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(local).metadata
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        ip, ie = names.index("pos"), names.index("event_date")
+        stats = [(meta.row_group(g).column(ip).statistics, meta.row_group(g).column(ie).statistics)
+                 for g in range(meta.num_row_groups) if meta.row_group(g).num_rows]
+        if all(sp is not None and sp.has_min_max and se is not None and se.has_min_max
+               and sp.null_count == 0 and se.null_count == 0 for sp, se in stats):
+            if not stats:
+                return 0, None, None, None, None
+            return (meta.num_rows, min(sp.min for sp, _ in stats), max(sp.max for sp, _ in stats),
+                    min(se.min for _, se in stats), max(se.max for _, se in stats))
+    b = src.agg(F.count(F.lit(1)).alias("n"), F.min("pos").alias("lo"), F.max("pos").alias("hi"),
+                F.min("event_date").alias("dlo"), F.max("event_date").alias("dhi")).first()
+    assert b is not None
+    return int(b["n"]), b["lo"], b["hi"], b["dlo"], b["dhi"]
+
+
+def _changelog_merge(spark: SparkSession, path: str, src: DataFrame, file: str, destination: str) -> int:
+    """Insert the rows of ``src`` whose (destination, server_id, pos, row) the table lacks; returns rows added.
+
+    The literal pos and event_date bounds in the ON condition let Delta skip every file outside the window.
+    (A staged changelog holds each change once, so the source needs no de-duplication.)"""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    n, lo, hi, dlo, dhi = _bounds(src, file)
+    if not n:
+        return 0
+    cond = ((_col("t", "destination") == F.lit(destination)) & (_col("s", "destination") == F.lit(destination))
+            & _col("t", "server_id").eqNullSafe(_col("s", "server_id"))
+            & (_col("t", "pos") == _col("s", "pos")) & (_col("t", "row") == _col("s", "row"))
+            & _col("t", "pos").between(F.lit(lo), F.lit(hi)))
+    if dlo is not None:  # (rows without a date, which the contract does not produce, stay comparable)
+        cond = cond & (_col("t", "event_date").between(F.lit(dlo), F.lit(dhi)) | _col("t", "event_date").isNull())
+
+    def run() -> list[Any]:
+        out = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), cond).whenNotMatchedInsertAll().execute()
+        return out.collect() if out is not None else []
+
+    rows = _retry_concurrent(run, f"changelog merge into {path}")
+    return int(rows[0]["num_inserted_rows"]) if rows else 0
+
+
+def apply_changelog(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest) -> int:
+    """Append the window's changelog rows to ``canal/changelog``; returns the rows added.
+
+    Idempotent: the commit carries txn ("canal:changelog:<destination>", end position key), so the same window
+    again or an older one after a newer one is skipped by Delta; an overlapping re-delivery (same start, later
+    end) is applied, and its insert-only MERGE adds only the changes the table does not hold yet."""
+    path = lake.changelog_path()
+    app, version = changelog_app_id(manifest.destination), manifest.end.key
+    src = _read_changelog(spark, window_dir, manifest)
+    if src is None:
+        return 0
+    done = read_table_version(spark, path, app)
+    if done is not None and version <= done:
+        log.info("changelog: window %s (end %s) already applied (txn %s >= %s), skipped",
+                 manifest.window, version, done, version)
+        return 0
+    _ensure_changelog(spark, path)
+    with _txn(spark, app, version, f"canal:window:{manifest.destination}:{manifest.window}:{version}"):
+        added = _changelog_merge(spark, path, src, _file(window_dir, manifest.changelog or ""), manifest.destination)
+    log.info("changelog: window %s added %d rows", manifest.window, added)
+    return added
+
+
+def _table_filter(tables: Iterable[str | tuple[str, str] | TableChanges]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for t in tables:
+        if isinstance(t, TableChanges):
+            out.append((t.schema, t.table))
+        elif isinstance(t, tuple):
+            out.append((t[0], t[1]))
+        else:
+            schema, sep, table = t.partition(".")
+            if not sep:
+                raise ValueError(f"table {t!r} is not schema.table")
+            out.append((schema, table))
+    return sorted(set(out))
+
+
+def replace_changelog_range(
+    spark: SparkSession,
+    lake: Lake,
+    window_dir: str | Path | Sequence[tuple[str | Path, WindowManifest]],
+    manifest: WindowManifest | None = None,
+    tables: Iterable[str | tuple[str, str] | TableChanges] = (),
+    lo_key: int | None = None,
+    hi_key: int | None = None,
+    *,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+) -> int:
+    """Replace the changelog rows of ``tables`` in a range by the staged rows of one window (``window_dir`` +
+    ``manifest``) or of several (``window_dir`` = [(dir, manifest), ...], e.g. a whole backfill replay), in one
+    commit (replaceWhere); returns the rows written.
+
+    The range: lo_key <= pos <= hi_key and/or start_ms <= execute_time (ms since the epoch) <= end_ms; rows of
+    the range the windows do not hold are deleted. The changelog txn version is left alone (a backfill replays
+    positions below it)."""
+    from pyspark.sql import functions as F
+
+    windows = [(window_dir, manifest)] if isinstance(window_dir, str | Path) else list(window_dir)
+    if not windows or any(m is None for _, m in windows):
+        raise ValueError("replace_changelog_range needs a window directory and its manifest, or (dir, manifest) pairs")
+    dests = {m.destination for _, m in windows if m is not None}
+    if len(dests) != 1:
+        raise ValueError(f"windows of several destinations: {sorted(dests)}")
+    destination = dests.pop()
+    chosen = _table_filter(tables)
+    if not chosen:
+        raise ValueError("replace_changelog_range needs the tables whose rows it replaces")
+    if (lo_key is None) != (hi_key is None) or (start_ms is None) != (end_ms is None) or (
+            lo_key is None and start_ms is None):
+        raise ValueError("give the range as lo_key and hi_key, and/or start_ms and end_ms")
+
+    which = " OR ".join(f"(schema_name = {_sql_str(s)} AND table_name = {_sql_str(t)})" for s, t in chosen)
+    preds = [f"destination = {_sql_str(destination)}", f"({which})"]
+    if lo_key is not None:
+        preds.append(f"pos BETWEEN {int(lo_key)} AND {int(hi_key)}")  # type: ignore[arg-type]
+    if start_ms is not None:
+        day = dt.datetime.fromtimestamp(start_ms / 1000, dt.UTC).date()
+        last = dt.datetime.fromtimestamp(end_ms / 1000, dt.UTC).date()  # type: ignore[operator]
+        preds.append(f"event_date BETWEEN DATE'{day.isoformat()}' AND DATE'{last.isoformat()}'")
+        preds.append(f"execute_time BETWEEN timestamp_millis({int(start_ms)}) AND timestamp_millis({int(end_ms)})")  # type: ignore[arg-type]
+    predicate = " AND ".join(preds)
+
+    frames = [df for d, m in windows if (df := _read_changelog(spark, d, m)) is not None]  # type: ignore[arg-type]
+    src = frames[0] if frames else spark.createDataFrame([], _changelog_struct())
+    for f in frames[1:]:
+        src = src.unionByName(f)
+    src = src.where(F.expr(predicate)).dropDuplicates(list(CHANGELOG_KEY))
+    path = lake.changelog_path()
+    _ensure_changelog(spark, path)
+    written = src.count()   # (the commit's numOutputRows also counts the rows it copies out of rewritten files)
+    with _txn(spark, None, None, f"canal:backfill:{destination}"):
+        _retry_concurrent(lambda: src.write.format("delta").mode("overwrite").option("replaceWhere", predicate)
+                          .save(path), f"replace range of {path}")
+    log.info("changelog: replaced %s with %d staged rows", predicate, written)
+    return written
+
+
+# ---- DDL of a table in a window ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Ddl:
+    pos: int
+    kind: str                 # "truncate" | "erase" | "rename_column"
+    old: str = ""
+    new: str = ""
+
+
+def _table_ddl(manifest: WindowManifest, schema: str, table: str) -> list[_Ddl]:
+    """TRUNCATE / DROP TABLE / column renames of schema.table in the window, by position."""
+    out: list[_Ddl] = []
+    for rec in manifest.ddl:
+        parsed = parse_ddl(rec.sql, rec.schema)
+        for op in parsed.operations:
+            if isinstance(op, TruncateTables) and (schema, table) in op.tables:
+                out.append(_Ddl(rec.pos, "truncate"))
+            elif isinstance(op, DropTables) and (schema, table) in op.tables:
+                out.append(_Ddl(rec.pos, "erase"))
+            elif isinstance(op, AlterTable) and (op.schema, op.name) == (schema, table):
+                for a in op.actions:
+                    if isinstance(a, RenameColumn) and a.old != a.new:
+                        out.append(_Ddl(rec.pos, "rename_column", a.old, a.new))
+                    elif isinstance(a, ChangeColumn) and a.old != a.spec.name:
+                        out.append(_Ddl(rec.pos, "rename_column", a.old, a.spec.name))
+    return sorted(set(out), key=lambda d: d.pos)
+
+
+def mirror_tables(manifest: WindowManifest) -> list[TableChanges]:
+    """The tables apply_mirror must see for this window: those with changes plus those the window truncates,
+    drops or renames a column of (as TableChanges without parts)."""
+    out = list(manifest.tables)
+    have = {(t.schema, t.table) for t in out}
+    for rec in manifest.ddl:
+        for op in parse_ddl(rec.sql, rec.schema).operations:
+            names: tuple[tuple[str, str], ...] = ()
+            if isinstance(op, TruncateTables | DropTables):
+                names = op.tables
+            elif isinstance(op, AlterTable) and any(isinstance(a, RenameColumn | ChangeColumn) for a in op.actions):
+                names = ((op.schema, op.name),)
+            for s, t in names:
+                if (s, t) not in have:
+                    have.add((s, t))
+                    out.append(TableChanges(s, t, []))
+    return out
+
+
+def rename_statements(manifest: WindowManifest) -> list[tuple[int, list[tuple[tuple[str, str], tuple[str, str]]]]]:
+    """The window's RENAME TABLE / ALTER TABLE ... RENAME TO statements: (position, pairs in statement order)."""
+    out = []
+    for rec in manifest.ddl:
+        pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
+        for op in parse_ddl(rec.sql, rec.schema).operations:
+            if isinstance(op, RenameTables):
+                pairs.extend(op.pairs)
+            elif isinstance(op, AlterTable):
+                pairs.extend(((op.schema, op.name), (a.schema, a.name)) for a in op.actions if isinstance(a, RenameTo))
+        if pairs:
+            out.append((rec.pos, pairs))
+    return sorted(out, key=lambda r: r[0])
+
+
+
+
+# ---- schema evolution -------------------------------------------------------------------------------------
+
+_INT_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
+_INT_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 19}
+
+
+def _kind(t: DataType) -> str:
+    return t.typeName()
+
+
+def _fits(src: DataType, dst: DataType) -> bool:
+    """Every value of ``src`` has an exact ``dst`` value (so a cast src -> dst never fails or rounds)."""
+    from pyspark.sql import types as T
+
+    s, d = _kind(src), _kind(dst)
+    if src == dst:
+        return True
+    if s in _INT_RANK and d in _INT_RANK:
+        return _INT_RANK[s] <= _INT_RANK[d]
+    if s in _INT_RANK and isinstance(dst, T.DecimalType):
+        return dst.precision - dst.scale >= _INT_DIGITS[s]
+    if isinstance(src, T.DecimalType) and isinstance(dst, T.DecimalType):
+        return dst.scale >= src.scale and dst.precision - dst.scale >= src.precision - src.scale
+    if s == "float" and d == "double":
+        return True
+    if s in ("byte", "short", "integer") and d == "double":
+        return True
+    return s in ("byte", "short") and d == "float"
+
+
+def _delta_widens(src: DataType, dst: DataType) -> bool:
+    """Delta's in-place type widening (ALTER COLUMN TYPE with delta.enableTypeWidening) covers src -> dst."""
+    from pyspark.sql import types as T
+
+    s, d = _kind(src), _kind(dst)
+    if s in _INT_RANK and d in _INT_RANK:
+        return _INT_RANK[s] < _INT_RANK[d]
+    if s == "float" and d == "double":
+        return True
+    if (s in _INT_RANK or isinstance(src, T.DecimalType)) and isinstance(dst, T.DecimalType):
+        return _fits(src, dst)
+    return False
+
+
+def _exact_rewrite(src: DataType, dst: DataType) -> bool:
+    """A change the mirror follows by rewriting the column with an exact cast (no in-place widening exists)."""
+    from pyspark.sql import types as T
+
+    s, d = _kind(src), _kind(dst)
+    if d == "string":   # decimal digits are MySQL's text for integers and decimals
+        return s in _INT_RANK or isinstance(src, T.DecimalType)
+    if s == "date" and d == "timestamp_ntz":   # midnight, as MySQL converts DATE to DATETIME
+        return True
+    return _fits(src, dst)
+
+
+@dataclass(slots=True)
+class _SchemaPlan:
+    drops: list[str]
+    adds: list[tuple[str, DataType, str | None]]   # name, type, after column (None: first)
+    widen: list[tuple[str, DataType]]
+    rewrite: list[tuple[str, DataType]]
+
+    def empty(self) -> bool:
+        return not (self.drops or self.adds or self.widen or self.rewrite)
+
+
+def _plan_schema(name: str, mirror: StructType, part: StructType, where: str) -> _SchemaPlan:
+    """How the mirror's columns follow the part's: drops, adds, widenings, exact rewrites (column renames are
+    done at their DDL's position, in apply_mirror). Names compare case-insensitively, as MySQL's and Delta's do.
+
+    A part narrower than the mirror (MODIFY BIGINT -> INT) keeps the mirror type (values cast exactly)."""
+    mfields = [f for f in mirror.fields if f.name not in MIRROR_META]
+    mcols = {f.name.lower(): f.dataType for f in mfields}
+    pfields = [f for f in part.fields if f.name not in META_COLUMNS]
+    pcols = {f.name.lower() for f in pfields}
+    plan = _SchemaPlan([], [], [], [])
+    plan.drops = [f.name for f in mfields if f.name.lower() not in pcols]
+    prev: str | None = None
+    for f in pfields:
+        old = mcols.get(f.name.lower())
+        if old is None:
+            plan.adds.append((f.name, f.dataType, prev))
+        elif old != f.dataType and not _fits(f.dataType, old):
+            if _delta_widens(old, f.dataType):
+                plan.widen.append((f.name, f.dataType))
+            elif _exact_rewrite(old, f.dataType):
+                plan.rewrite.append((f.name, f.dataType))
+            else:
+                raise MirrorSchemaError(
+                    f"{name}: column {f.name!r} changed from {old.simpleString()} to {f.dataType.simpleString()} "
+                    f"{where}; the mirror cannot convert its rows exactly: re-snapshot the table (write_snapshot) "
+                    "or rewrite the mirror column yourself, then apply the window again")
+        prev = f.name
+    return plan
+
+
+def _evolve_table(spark: SparkSession, path: str, name: str, plan: _SchemaPlan, where: str) -> None:
+    from pyspark.sql import functions as F
+
+    tbl = f"delta.`{path}`"
+    if plan.drops:
+        spark.sql(f"ALTER TABLE {tbl} DROP COLUMNS ({', '.join(_q(c) for c in plan.drops)})")
+    for col, typ, after in plan.adds:
+        place = f" AFTER {_q(after)}" if after else " FIRST"
+        spark.sql(f"ALTER TABLE {tbl} ADD COLUMNS ({_q(col)} {typ.simpleString()}{place})")
+    rewrite = list(plan.rewrite)
+    for col, typ in plan.widen:
+        try:
+            spark.sql(f"ALTER TABLE {tbl} ALTER COLUMN {_q(col)} TYPE {typ.simpleString()}")
+        except Exception as exc:  # a Delta build without this widening: the exact rewrite below instead
+            log.warning("%s: in-place widening of %s to %s refused (%s); rewriting the column", name, col,
+                        typ.simpleString(), str(exc).splitlines()[0][:200])
+            rewrite.append((col, typ))
+    if rewrite:
+        casts = {c.lower(): t for c, t in rewrite}
+        df = spark.read.format("delta").load(path)
+        out = df.select([F.col(_q(f.name)).cast(casts[f.name.lower()]).alias(f.name) if f.name.lower() in casts
+                         else F.col(_q(f.name)) for f in df.schema.fields])
+        try:
+            with _txn(spark, None, None, f"canal:retype:{','.join(casts)}"):
+                out.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+        except Exception as exc:
+            raise MirrorSchemaError(
+                f"{name}: rewriting columns {', '.join(f'{c} as {t.simpleString()}' for c, t in rewrite)} {where} "
+                f"failed ({str(exc).splitlines()[0][:300]}): re-snapshot the table (write_snapshot)") from exc
+    log.info("%s: schema follows the source %s: %s", name, where, plan)
+
+
+def _evolve_frame(df: DataFrame, plan: _SchemaPlan) -> DataFrame:
+    """The same plan applied to a DataFrame (for preview_mirror)."""
+    from pyspark.sql import functions as F
+
+    if plan.drops:
+        df = df.drop(*plan.drops)
+    casts = {c.lower(): t for c, t in plan.widen + plan.rewrite}
+    cols = [F.col(_q(f.name)).cast(casts[f.name.lower()]).alias(f.name) if f.name.lower() in casts
+            else F.col(_q(f.name)) for f in df.schema.fields]
+    df = df.select(cols)
+    for col, typ, _after in plan.adds:
+        df = df.withColumn(col, F.lit(None).cast(typ))
+    return df
+
+
+# ---- mirrors ----------------------------------------------------------------------------------------------
+
+
+def _keys(part: TablePart) -> list[str]:
+    return [c.name for c in part.columns if c.is_key]
+
+
+def _where(name: str, pos: int) -> str:
+    seq, off = split_key(pos)
+    return f"at position {seq}:{off} (order key {pos}) of {name}"
+
+
+def _mirror_struct(part_schema: StructType) -> StructType:
+    from pyspark.sql import types as T
+
+    fields = [f for f in part_schema.fields if f.name not in META_COLUMNS]
+    meta = [T.StructField(COL_POS, T.LongType(), True), T.StructField(COL_ROW, T.IntegerType(), True),
+            T.StructField(COL_TS, T.TimestampType(), True)]
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in fields] + meta)
+
+
+def _create_mirror(spark: SparkSession, path: str, struct: StructType, name: str) -> None:
+    from delta.tables import DeltaTable
+
+    def create() -> None:
+        b = DeltaTable.createIfNotExists(spark).location(path).addColumns(struct).property("canal.table", name)
+        for k, v in MIRROR_PROPERTIES.items():
+            b = b.property(k, v)
+        b.execute()
+
+    _retry_concurrent(create, f"create {path}")
+
+
+def _latest(df: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The last change per key in (pos, row, sub) order."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*[_col(None, k) for k in keys]).orderBy(
+        F.col(COL_POS).desc(), F.col(COL_ROW).desc(), F.col(COL_SUB).desc())
+    return df.withColumn("__rn", F.row_number().over(w)).where("__rn = 1").drop("__rn")
+
+
+def _project(src: DataFrame, mirror: StructType) -> DataFrame:
+    """The source as mirror columns (exact casts to the mirror's types; absent columns NULL) plus _canal_op."""
+    from pyspark.sql import functions as F
+
+    have = {c.lower() for c in src.columns}
+    cols = [(F.col(_q(f.name)).cast(f.dataType) if f.name.lower() in have else F.lit(None).cast(f.dataType))
+            .alias(f.name) for f in mirror.fields]
+    return src.select([*cols, F.col(COL_OP)])
+
+
+def _newer() -> Column:
+    """The source change is not older than the target row's: (t.pos, t.row) <= (s.pos, s.row)."""
+    tp, sp, tr, sr = _col("t", COL_POS), _col("s", COL_POS), _col("t", COL_ROW), _col("s", COL_ROW)
+    return (tp < sp) | ((tp == sp) & (tr <= sr))
+
+
+def _merge_part(spark: SparkSession, path: str, src: DataFrame, keys: Sequence[str], mirror: StructType, *,
+                guard: bool, only_changed: bool = False) -> tuple[int, int, int] | None:
+    """One MERGE of the latest change per key; (inserted, updated, deleted), None when Delta skipped it (txn)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    cond = None
+    for k in keys:
+        c = _col("t", k) == _col("s", k)
+        cond = c if cond is None else cond & c
+    is_del = _col("s", COL_OP) == F.lit(OP_DELETE)
+    ok = _newer() if guard else F.lit(True)
+    changed = F.lit(True)
+    if only_changed:
+        same = None
+        for f in mirror.fields:
+            c = _col("t", f.name).eqNullSafe(_col("s", f.name))
+            same = c if same is None else same & c
+        changed = ~same  # type: ignore[operator]
+    assign = {_q(f.name): _col("s", f.name) for f in mirror.fields}
+
+    def run() -> list[Any]:
+        out = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), cond)
+               .whenMatchedDelete(is_del & ok)
+               .whenMatchedUpdate(~is_del & ok & changed, assign)
+               .whenNotMatchedInsert(~is_del, assign)
+               .execute())
+        return out.collect() if out is not None else []
+
+    rows = _retry_concurrent(run, f"merge into {path}")
+    if not rows:
+        return None
+    r = rows[0]
+    return int(r["num_inserted_rows"]), int(r["num_updated_rows"]), int(r["num_deleted_rows"])
+
+
+def _events(manifest: WindowManifest, table: TableChanges, after: int | None,
+            upto: int | None) -> list[tuple[int, TablePart | _Ddl]]:
+    evs: list[tuple[int, TablePart | _Ddl]] = [(p.min_pos, p) for p in table.parts]
+    evs += [(d.pos, d) for d in _table_ddl(manifest, table.schema, table.table)]
+    evs.sort(key=lambda e: (e[0], isinstance(e[1], TablePart)))
+    return [e for e in evs if (after is None or e[0] > after) and (upto is None or e[0] <= upto)]
+
+
+def _empty_mirror(spark: SparkSession, path: str, app: str, pos: int, kind: str,
+                  note: str | None = None) -> int | None:
+    """Remove every row in one commit that also records txn version ``pos``; rows removed, None if skipped.
+
+    An overwrite with no rows, not a DELETE: Delta commits nothing for a DELETE on an empty table, so the txn
+    version would not be recorded. The properties go first (canal.emptied = pos; "erase" also canal.dropped):
+    a crash in between leaves a table that claims the emptying its retry completes."""
+    props = {PROP_EMPTIED: str(pos), **({PROP_DROPPED: str(pos)} if kind == "erase" else {})}
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
+              + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")")
+    df = spark.read.format("delta").load(path)
+    n = df.count()
+    with _txn(spark, app, pos, note or f"canal:{kind}@{pos}"):
+        df.limit(0).write.format("delta").mode("overwrite").save(path)
+    return n if read_table_version(spark, path, app) == pos else None
+
+
+def _clear_dropped(spark: SparkSession, path: str) -> None:
+    spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PROP_DROPPED}')")
+
+
+def _renamable(struct: StructType, ddl: _Ddl) -> bool:
+    """A column rename still to do: the mirror has the old name and not the new one (a replay finds it done)."""
+    names = {f.name.lower() for f in struct.fields}
+    return ddl.old.lower() in names and ddl.new.lower() not in names
+
+
+def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
+                 table: TableChanges, *, after: int | None = None, upto: int | None = None) -> MirrorResult:
+    """Apply the table's staged parts (and the window's TRUNCATE / DROP TABLE / column renames of it) in order to
+    mirror/<schema>/<table>, one MERGE of the latest change per primary key per part.
+
+    A part whose max_pos is not above the mirror's txn version is skipped; the MERGE commit records txn
+    ("canal:mirror:<schema>.<table>", part.max_pos). Rows: an update or delete wins only over a target row
+    written by an older-or-equal change. Tables without a primary key are not mirrored (changelog only).
+    ``after`` / ``upto``: only the events with after < position <= upto (apply_mirrors splits at RENAME)."""
+    path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
+    state = table_state(spark, path, app)
+    res = MirrorResult(version=state.version, position=state.position)
+    events = _events(manifest, table, after, upto)
+    if not events:
+        return res
+    position, dropped = state.position, PROP_DROPPED in state.properties
+    struct = spark.read.format("delta").load(path).schema if state.exists else None
+    for _pos, ev in events:
+        if isinstance(ev, _Ddl):
+            if (position is not None and ev.pos <= position) or struct is None:
+                continue
+            if ev.kind == "rename_column":
+                if _renamable(struct, ev):
+                    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN {_q(ev.old)} TO {_q(ev.new)}")
+                    struct = spark.read.format("delta").load(path).schema
+                    log.info("%s: column %s renamed to %s %s", table.name, ev.old, ev.new, _where(table.name, ev.pos))
+                continue
+            n = _empty_mirror(spark, path, app, ev.pos, ev.kind)
+            if n is not None:
+                res.deleted += n
+                position, dropped = ev.pos, ev.kind == "erase"
+                log.info("%s: %s at %s emptied the mirror (%d rows)", table.name, ev.kind, ev.pos, n)
+            continue
+        part = ev
+        if position is not None and part.max_pos <= position:
+            res.skipped_parts += 1
+            continue
+        keys = _keys(part)
+        if not keys:
+            res.skipped_parts += 1
+            res.reason = "no primary key: changelog only, no mirror"
+            log.warning("%s: part %s has no primary key: not mirrored (changelog only)%s", table.name, part.file,
+                        f"; the mirror stays at position {position}" if struct is not None else "")
+            continue
+        df = _read_staged(spark, _file(window_dir, part.file))
+        where = _where(table.name, part.min_pos)
+        if struct is None:
+            _create_mirror(spark, path, _mirror_struct(df.schema), table.name)
+            struct = spark.read.format("delta").load(path).schema
+        plan = _plan_schema(table.name, struct, df.schema, where)
+        if not plan.empty():
+            _evolve_table(spark, path, table.name, plan, where)
+            struct = spark.read.format("delta").load(path).schema
+        src = _project(_latest(df, keys), struct)
+        with _txn(spark, app, part.max_pos, f"canal:window:{manifest.destination}:{manifest.window}:{part.max_pos}"):
+            counts = _merge_part(spark, path, src, keys, struct, guard=True)
+        if counts is None:  # another writer recorded this part between our read and our commit
+            res.skipped_parts += 1
+            continue
+        res.inserted += counts[0]
+        res.updated += counts[1]
+        res.deleted += counts[2]
+        res.applied_parts += 1
+        position = part.max_pos
+        if dropped:
+            _clear_dropped(spark, path)
+            dropped = False
+    final = table_state(spark, path, app)
+    res.version, res.position = final.version, final.position
+    return res
+
+
+def apply_mirrors(spark: SparkSession, lake: Lake, window_dir: str | Path,
+                  manifest: WindowManifest) -> dict[str, MirrorResult]:
+    """Every mirror of the window, with RENAME TABLE applied at its position between the tables' changes."""
+    tables = mirror_tables(manifest)
+    results: dict[str, MirrorResult] = {}
+    renames = dict(rename_statements(manifest))
+    bounds = sorted(renames)
+    lo: int | None = None
+    for hi in [*bounds, None]:
+        for t in tables:
+            r = apply_mirror(spark, lake, window_dir, manifest, t, after=lo, upto=hi)
+            results.setdefault(t.name, MirrorResult()).add(r)
+        if hi is not None:
+            rename_mirror(spark, lake, renames[hi], hi)
+        lo = hi
+    return results
+
+
+def truncate_mirror(spark: SparkSession, lake: Lake, schema: str, table: str, pos: int) -> int:
+    """TRUNCATE TABLE at ``pos``: every row deleted, txn version ``pos`` (so older parts stay skipped); rows
+    deleted (0 when already done or there is no mirror)."""
+    path = lake.mirror_path(schema, table)
+    state = table_state(spark, path, mirror_app_id(schema, table))
+    if not state.exists or (state.position is not None and pos <= state.position):
+        return 0
+    return _empty_mirror(spark, path, mirror_app_id(schema, table), pos, "truncate") or 0
+
+
+def drop_mirror(spark: SparkSession, lake: Lake, schema: str, table: str, pos: int) -> int:
+    """DROP TABLE at ``pos``: like truncate_mirror, and the table property canal.dropped = pos marks it (until a
+    change of a re-created table arrives). The old rows stay readable by time travel until VACUUM."""
+    path = lake.mirror_path(schema, table)
+    state = table_state(spark, path, mirror_app_id(schema, table))
+    if not state.exists or (state.position is not None and pos <= state.position):
+        return 0
+    return _empty_mirror(spark, path, mirror_app_id(schema, table), pos, "erase") or 0
+
+
+def _version_before(spark: SparkSession, path: str, note: str) -> int | None:
+    """The Delta version just before the first commit labelled ``note`` (None: no such commit)."""
+    from pyspark.sql import functions as F
+
+    row = (spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where(F.col("userMetadata") == note)
+           .agg(F.min("version").alias("v")).first())
+    return None if row is None or row["v"] is None else int(row["v"]) - 1
+
+
+def rename_mirror(spark: SparkSession, lake: Lake,
+                  pairs: Sequence[tuple[tuple[str, str], tuple[str, str]]], pos: int) -> dict[str, int]:
+    """RENAME TABLE (one statement: pairs in statement order) at ``pos``: every target mirror becomes a copy of
+    its source's rows (txn version ``pos``, one commit each), a source left without a name is emptied and
+    marked dropped. Sources are read as of before the rename, so a retry after a crash half-way is exact.
+    Returns rows written per target ("schema.table")."""
+    holder: dict[tuple[str, str], tuple[str, str] | None] = {}
+    for old, new in pairs:
+        holder.setdefault(old, old)
+        holder.setdefault(new, new)
+        holder[new], holder[old] = holder[old], None
+    note = f"canal:rename@{pos}"
+    read_at: dict[tuple[str, str], int | None] = {}   # Delta version of each source before the rename
+    states = {n: table_state(spark, lake.mirror_path(*n), mirror_app_id(*n)) for n in holder}
+    for name, src in holder.items():
+        if src is None or src == name or src in read_at:
+            continue
+        st = states[src]
+        if not st.exists:
+            read_at[src] = None   # no mirror (e.g. a table without primary key): the target ends up empty
+        elif st.position is not None and st.position >= pos:
+            read_at[src] = _version_before(spark, lake.mirror_path(*src), note)
+            if read_at[src] is None:
+                raise LakeError(f"rename at {pos}: mirror {src[0]}.{src[1]} is past the rename (position "
+                                f"{st.position}) but has no commit {note!r} to read its rows before it")
+        else:
+            read_at[src] = st.version
+    out: dict[str, int] = {}
+    # copies first, then the names left empty: a source is emptied only after its copy exists
+    for name, src in sorted(holder.items(), key=lambda kv: kv[1] is None):
+        if src == name:
+            continue
+        path, app, st = lake.mirror_path(*name), mirror_app_id(*name), states[name]
+        if st.position is not None and st.position >= pos:
+            continue
+        at = read_at.get(src) if src is not None else None
+        if src is None or at is None:
+            if st.exists:
+                _empty_mirror(spark, path, app, pos, "erase", note)
+                out[f"{name[0]}.{name[1]}"] = 0
+            continue
+        df = spark.read.format("delta").option("versionAsOf", at).load(lake.mirror_path(*src))
+        w = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        # changes of this name before the rename describe other rows: for remerge_mirror it was emptied at pos
+        emptied = f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{PROP_EMPTIED}' = '{pos}')"
+        if st.exists:
+            spark.sql(emptied)
+        else:
+            w = w.options(**MIRROR_PROPERTIES)
+        with _txn(spark, app, pos, note):
+            w.save(path)
+        if not st.exists:
+            spark.sql(emptied)
+        if PROP_DROPPED in st.properties:
+            _clear_dropped(spark, path)
+        out[f"{name[0]}.{name[1]}"] = df.count()
+        log.info("rename at %s: mirror %s.%s now holds %s.%s (Delta version %s)", pos, *name, *src, at)
+    return out
+
+
+def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
+                   table: TableChanges) -> DataFrame:
+    """The mirror as apply_mirror would leave it (same skipping, guard, schema evolution), nothing written."""
+    from pyspark.sql import functions as F
+
+    path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
+    state = table_state(spark, path, app)
+    cur = spark.read.format("delta").load(path) if state.exists else None
+    position = state.position
+    for _pos, ev in _events(manifest, table, None, None):
+        if isinstance(ev, _Ddl):
+            if (position is not None and ev.pos <= position) or cur is None:
+                continue
+            if ev.kind != "rename_column":
+                cur, position = cur.limit(0), ev.pos
+            elif _renamable(cur.schema, ev):
+                cur = cur.withColumnRenamed(ev.old, ev.new)
+            continue
+        part = ev
+        keys = _keys(part)
+        if (position is not None and part.max_pos <= position) or not keys:
+            continue
+        df = _read_staged(spark, _file(window_dir, part.file))
+        if cur is None:
+            cur = spark.createDataFrame([], _mirror_struct(df.schema))
+        plan = _plan_schema(table.name, cur.schema, df.schema, _where(table.name, part.min_pos))
+        cur = _evolve_frame(cur, plan)
+        struct = cur.schema
+        src = _project(_latest(df, keys), struct)
+        t, s = cur.alias("t"), src.alias("s")
+        cond = None
+        for k in keys:
+            c = _col("t", k) == _col("s", k)
+            cond = c if cond is None else cond & c
+        j = t.join(s, cond, "full_outer")
+        t_here, s_here = _col("t", COL_POS).isNotNull(), _col("s", COL_OP).isNotNull()
+        take_s = s_here & (~t_here | _newer())
+        keep = (take_s & (_col("s", COL_OP) != F.lit(OP_DELETE))) | (~take_s & t_here)
+        cur = j.where(keep).select([F.when(take_s, _col("s", f.name)).otherwise(_col("t", f.name)).alias(f.name)
+                                    for f in struct.fields])
+        position = part.max_pos
+    if cur is None:
+        raise LakeError(f"{table.name}: no mirror at {path} and no change with a primary key to preview")
+    return cur
+
+
+def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
+                   source: pa.Table | str | Path, position_key: int, *, snapshot_ts: dt.datetime | None = None) -> int:
+    """(Re)create mirror/<schema>/<table> from a consistent snapshot; returns the Delta version of the commit.
+
+    ``position_key``: the order key of the snapshot position as SHOW MASTER STATUS gives it (where the next event
+    starts): every change below it is in the snapshot, none at or after it. The rows (source columns; meta
+    columns of a staged part are ignored) get _canal_pos = position_key - 1, _canal_row 0, _canal_ts
+    ``snapshot_ts``, and the same commit records txn version position_key - 1, so parts ending before the
+    position are skipped and later changes win. A snapshot not ahead of the mirror's position is skipped (the
+    current Delta version is returned)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    path, app = lake.mirror_path(schema, table), mirror_app_id(schema, table)
+    version = position_key - 1
+    state = table_state(spark, path, app)
+    if state.position is not None and version <= state.position:
+        log.info("%s.%s: snapshot at %s not ahead of the mirror (position %s): skipped", schema, table,
+                 position_key, state.position)
+        return state.version
+    if isinstance(source, pa.Table):
+        df = spark.createDataFrame(source, schema=_spark_schema(source.schema))
+    else:
+        df = spark.read.parquet(str(source))
+    df = df.select([F.col(_q(c)) for c in df.columns if c not in META_COLUMNS])
+    ts = F.lit(snapshot_ts).cast("timestamp") if snapshot_ts is not None else F.lit(None).cast("timestamp")
+    df = df.select("*", F.lit(version).cast("bigint").alias(COL_POS), F.lit(0).alias(COL_ROW), ts.alias(COL_TS))
+    w = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if not state.exists:  # writer options delta.* become table properties of a new table
+        w = w.options(**MIRROR_PROPERTIES)
+    with _txn(spark, app, version, f"canal:snapshot@{position_key}"):
+        _retry_concurrent(lambda: w.save(path), f"snapshot into {path}")
+    if PROP_DROPPED in state.properties:
+        _clear_dropped(spark, path)
+    after = table_state(spark, path, app)
+    log.info("%s.%s: snapshot at %s written (Delta version %s)", schema, table, position_key, after.version)
+    return after.version
+
+
+# ---- backfill: re-merge a mirror ---------------------------------------------------------------------------
+
+
+def _identity(img: str) -> str:
+    """SQL: a key's identity from a text image of a changelog row: {key column: Canal text} as JSON."""
+    return f"to_json(map_from_arrays(keys, transform(keys, k -> element_at({img}, k))))"
+
+
+def remerge_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
+                   table: TableChanges, lo_key: int | None = None, hi_key: int | None = None) -> MirrorResult:
+    """Backfill repair: restore the mirror rows of the keys this window changed (those changed in
+    [lo_key, hi_key] when given) to their latest change up to the mirror's position P, without moving P.
+
+    A key is written only by the window holding its last change <= P according to canal/changelog (so replace
+    the changelog range first): missing rows are inserted, damaged ones overwritten, rows whose last change is
+    a delete (or precedes a TRUNCATE / DROP of the table) deleted, correct rows left alone. Windows may be
+    re-merged in any order; keys the window did not change are never touched."""
+    from pyspark.sql import functions as F
+
+    path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
+    state = table_state(spark, path, app)
+    res = MirrorResult(version=state.version, position=state.position)
+    if not state.exists or state.position is None or not table.parts:
+        res.reason = "no mirror to repair" if not state.exists else res.reason
+        return res
+    top = state.position
+    parts = [p for p in table.parts if p.min_pos <= top and _keys(p)]
+    if not parts:
+        return res
+    staged = _read_changelog(spark, window_dir, manifest)
+    if staged is None:
+        raise LakeError(f"{window_dir}: window {manifest.window} has table parts but no changelog.parquet")
+    sel = (F.col("destination") == manifest.destination) & (F.col("schema_name") == table.schema) & (
+        F.col("table_name") == table.table)
+    staged = staged.where(sel)
+    lo = min(p.min_pos for p in parts)
+    if lo_key is not None:
+        lo = min(lo, lo_key)
+    clog = spark.read.format("delta").load(lake.changelog_path()).where(sel & F.col("pos").between(lo, top))
+    both = clog.unionByName(staged.where(F.col("pos") <= top))
+
+    def touched(df: DataFrame) -> DataFrame:
+        # every key a change touched: the before image of updates/deletes, the after image of inserts/updates
+        return df.select("pos", "row", F.explode(F.array(
+            F.when(F.col("before").isNotNull(), F.expr(_identity("before"))),
+            F.when(F.col("after").isNotNull(), F.expr(_identity("after"))))).alias("__ident")).where(
+            "__ident IS NOT NULL")
+
+    last = touched(both).groupBy("__ident").agg(F.max(F.struct("pos", "row")).alias("__last"))
+    if lo_key is not None or hi_key is not None:
+        rng = touched(both.where(F.col("pos").between(lo_key if lo_key is not None else lo,
+                                                      hi_key if hi_key is not None else top)))
+        last = last.join(rng.select("__ident").distinct(), "__ident")
+    ids = staged.select(F.col("pos").alias("__pos"), F.col("row").alias("__row"),
+                        F.expr(_identity("before")).alias("__b"), F.expr(_identity("after")).alias("__a"))
+    emptied = [int(state.properties[PROP_EMPTIED])] if PROP_EMPTIED in state.properties else []
+    emptied = [e for e in emptied if e <= top] + [d.pos for d in _table_ddl(manifest, table.schema, table.table)
+                                                  if d.kind in ("truncate", "erase") and d.pos <= top]
+    cut = max(emptied, default=None)
+    struct = spark.read.format("delta").load(path).schema
+    for part in parts:
+        keys = _keys(part)
+        df = _read_staged(spark, _file(window_dir, part.file)).where(F.col(COL_POS) <= top)
+        # each typed row's key identity: a DELETE (also the old-key half of a key change) by its before image
+        df = df.join(ids, (F.col(COL_POS) == F.col("__pos")) & (F.col(COL_ROW) == F.col("__row")))
+        df = df.withColumn("__ident", F.when(F.col(COL_OP) == OP_DELETE, F.col("__b")).otherwise(F.col("__a")))
+        df = df.join(last, "__ident").where(
+            (F.col("__last.pos") == F.col(COL_POS)) & (F.col("__last.row") == F.col(COL_ROW)))
+        if cut is not None:  # a change before the table was emptied leaves no row
+            df = df.withColumn(COL_OP, F.when(F.col(COL_POS) < cut, F.lit(OP_DELETE)).otherwise(F.col(COL_OP)))
+        src = _project(_latest(df, keys), struct)
+        with _txn(spark, None, None, f"canal:remerge:{manifest.destination}:{manifest.window}"):
+            counts = _merge_part(spark, path, src, keys, struct, guard=False, only_changed=True)
+        if counts:
+            res.inserted += counts[0]
+            res.updated += counts[1]
+            res.deleted += counts[2]
+        res.applied_parts += 1
+    final = table_state(spark, path, app)
+    res.version, res.position = final.version, final.position
+    return res
+
+
+# ---- maintenance ------------------------------------------------------------------------------------------
+
+
+def optimize(spark: SparkSession, path: str) -> dict[str, Any]:
+    """OPTIMIZE (bin-packing compaction); Delta's metrics (numFilesAdded, numFilesRemoved, ...)."""
+    row = spark.sql(f"OPTIMIZE delta.`{path}`").first()
+    metrics = row["metrics"].asDict(recursive=True) if row is not None and row["metrics"] is not None else {}
+    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: float, *, parallelism: int | None = None) -> dict[str, Any]:
+    """VACUUM files unreferenced for ``retention_hours``; {"files_deleted", "dirs_vacuumed", "retention_hours"}
+    from the VACUUM END commit Delta logs (-1 when Delta logged none).
+
+    Below Delta's 168 h default the safety check is lifted for this call only: time travel and readers slower
+    than the retention then lose files. The file listing runs in ``parallelism`` tasks (default 4 per core):
+    Spark's default of 10000 listing tasks costs minutes on a small cluster for one directory."""
+    from pyspark.sql import functions as F
+
+    hours = float(retention_hours)
+    tasks = parallelism or max(4, 4 * spark.sparkContext.defaultParallelism)
+    settings: dict[str, str | None] = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": str(tasks)}
+    if hours < 168:
+        settings[_RETENTION_CHECK] = "false"
+    with _session_conf(spark, settings):
+        spark.sql(f"VACUUM delta.`{path}` RETAIN {hours} HOURS").collect()
+    end = (spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").where(F.col("operation") == "VACUUM END")
+           .select("operationMetrics").first())
+    metrics = (end[0] or {}) if end is not None else {}
+    return {"files_deleted": int(metrics.get("numDeletedFiles", -1)),
+            "dirs_vacuumed": int(metrics.get("numVacuumedDirectories", -1)), "retention_hours": hours}
