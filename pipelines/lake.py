@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -700,15 +700,39 @@ def _plan_schema(name: str, mirror: StructType, part: StructType, where: str) ->
     return plan
 
 
-def _evolve_table(spark: SparkSession, path: str, name: str, plan: _SchemaPlan, where: str) -> None:
+def _evolve_table(spark: SparkSession, path: str, name: str, plan: _SchemaPlan, where: str,
+                  fills: dict[str, Any] | None = None) -> None:
+    """``fills``: added column -> the value rows that predate it take (its source default, see
+    pipelines.defaults); such a column is added together with its values in one commit."""
     from pyspark.sql import functions as F
 
     tbl = f"delta.`{path}`"
+    fills = {k: v for k, v in (fills or {}).items() if v is not None}
     if plan.drops:
         spark.sql(f"ALTER TABLE {tbl} DROP COLUMNS ({', '.join(_q(c) for c in plan.drops)})")
     for col, typ, after in plan.adds:
+        if col in fills:
+            continue
         place = f" AFTER {_q(after)}" if after else " FIRST"
         spark.sql(f"ALTER TABLE {tbl} ADD COLUMNS ({_q(col)} {typ.simpleString()}{place})")
+    if fills:
+        df = spark.read.format("delta").load(path)
+        names = [f.name for f in df.schema.fields]
+        cols = [F.col(_q(n)) for n in names]
+        for col, typ, after in plan.adds:
+            if col not in fills:
+                continue
+            low = [n.lower() for n in names]
+            at = 0 if after is None else (low.index(after.lower()) + 1 if after.lower() in low else len(names))
+            names.insert(at, col)
+            cols.insert(at, F.lit(fills[col]).cast(typ).alias(col))
+        try:
+            with _txn(spark, None, None, f"canal:add-with-default:{','.join(fills)}"):
+                df.select(cols).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+        except Exception as exc:
+            raise MirrorSchemaError(
+                f"{name}: adding columns {', '.join(fills)} with their defaults {where} failed "
+                f"({str(exc).splitlines()[0][:300]})") from exc
     rewrite = list(plan.rewrite)
     for col, typ in plan.widen:
         try:
@@ -878,14 +902,17 @@ def _renamable(struct: StructType, ddl: _Ddl) -> bool:
 
 
 def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
-                 table: TableChanges, *, after: int | None = None, upto: int | None = None) -> MirrorResult:
+                 table: TableChanges, *, after: int | None = None, upto: int | None = None,
+                 defaults: Callable[[str, str, str, str], Any] | None = None) -> MirrorResult:
     """Apply the table's staged parts (and the window's TRUNCATE / DROP TABLE / column renames of it) in order to
     mirror/<schema>/<table>, one MERGE of the latest change per primary key per part.
 
     A part whose max_pos is not above the mirror's txn version is skipped; the MERGE commit records txn
     ("canal:mirror:<schema>.<table>", part.max_pos). Rows: an update or delete wins only over a target row
     written by an older-or-equal change. Tables without a primary key are not mirrored (changelog only).
-    ``after`` / ``upto``: only the events with after < position <= upto (apply_mirrors splits at RENAME)."""
+    ``after`` / ``upto``: only the events with after < position <= upto (apply_mirrors splits at RENAME).
+    ``defaults(schema, table, column, mysql_type)``: the value rows that predate an added column take
+    (pipelines.defaults.source_defaults); without it they are NULL."""
     path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
     state = table_state(spark, path, app)
     res = MirrorResult(version=state.version, position=state.position)
@@ -928,7 +955,11 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
             struct = spark.read.format("delta").load(path).schema
         plan = _plan_schema(table.name, struct, df.schema, where)
         if not plan.empty():
-            _evolve_table(spark, path, table.name, plan, where)
+            fills: dict[str, Any] = {}
+            if defaults is not None and plan.adds:
+                types = {c.name.lower(): c.mysql_type for c in part.columns}
+                fills = {col: defaults(table.schema, table.table, col, types[col.lower()]) for col, _t, _a in plan.adds}
+            _evolve_table(spark, path, table.name, plan, where, fills)
             struct = spark.read.format("delta").load(path).schema
         src = _project(_latest(df, keys), struct)
         with _txn(spark, app, part.max_pos, f"canal:window:{manifest.destination}:{manifest.window}:{part.max_pos}"):

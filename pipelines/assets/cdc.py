@@ -88,7 +88,8 @@ def window_metadata(manifest: WindowManifest) -> dict[str, Any]:
 
 # --- the mirror's three modes ------------------------------------------------------------------------------------
 
-def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: WindowManifest, name: str) -> Any:
+def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: WindowManifest, name: str,
+                          defaults: Any = None) -> Any:
     """Apply one staged window to one mirror. A RENAME TABLE naming this table is done at its position: every
     table of the statement is first brought up to it, then the rename (both idempotent, so the other mirror
     steps of the run find them done)."""
@@ -102,13 +103,13 @@ def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: Win
         if name not in names:
             continue
         for other in sorted(names & set(tables)):
-            r = L.apply_mirror(session, lk, window_dir, manifest, tables[other], upto=pos)
+            r = L.apply_mirror(session, lk, window_dir, manifest, tables[other], upto=pos, defaults=defaults)
             if other == name:
                 total.add(r)
         L.rename_mirror(session, lk, pairs, pos)
         lo = pos
     if name in tables:
-        total.add(L.apply_mirror(session, lk, window_dir, manifest, tables[name], after=lo))
+        total.add(L.apply_mirror(session, lk, window_dir, manifest, tables[name], after=lo, defaults=defaults))
     return total
 
 
@@ -128,7 +129,10 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
         end = parse_position(window.catch_up_end)
     else:
         raise Failure(description=f"{name}: canal_window config has catch_up but neither path nor catch_up_end")
+    from ..defaults import source_defaults
+
     session, lk = spark.session(), lake.lake()
+    defaults = source_defaults(config.conn_kwargs())  # for rows that predate an ADD COLUMN
     total = L.MirrorResult()
     caught: dict[str, Any] = {}
     if catch_up := window.catch_up.get(name):
@@ -138,18 +142,18 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
             # the changes between the snapshot and this point, which earlier windows applied to the changelog
             # only: replayed for this table through a separate client (overlaps are harmless: applied parts
             # are skipped by position)
-            root = config.staging_root / config.destination / "catchup" / context.run_id / name
+            root = config.staging_root / config.destination / "catchup" / context.run.run_id / name
             try:
                 for d, m in replay_windows(config.replay_source(), root=root, destination=config.destination,
                                            label=0, start=start, end=end, tables=[name]):
-                    total.add(apply_window_to_table(session, lk, d, m, name))
+                    total.add(apply_window_to_table(session, lk, d, m, name, defaults))
                     rows += m.rows
                     shutil.rmtree(d, ignore_errors=True)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
         caught = {"catch_up_from": catch_up, "catch_up_rows": rows}
     if manifest is not None and path is not None:
-        total.add(apply_window_to_table(session, lk, path, manifest, name))
+        total.add(apply_window_to_table(session, lk, path, manifest, name, defaults))
     at = manifest.end if manifest is not None else end
     context.log.info(f"{name}: {'window ' + str(manifest.window) if manifest else 'catch-up'}: {total}")
     return MaterializeResult(metadata={
@@ -169,7 +173,7 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
     from ..snapshot import take_snapshot
 
     schema, table = split_table(name)
-    out = snapshot_data_dir(config, context.run_id) / name
+    out = snapshot_data_dir(config, context.run.run_id) / name
     taken = dt.datetime.now(dt.UTC)
     try:
         snap = take_snapshot(config.conn_kwargs(), schema, table, out)
@@ -179,7 +183,7 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
         shutil.rmtree(out, ignore_errors=True)
     # the sensor reads this: the next window run catches the mirror up from this position
     registry_for(config).record_snapshot(name, pos_text(snap.position), snap.position_key, snap.rows,
-                                         context.run_id)
+                                         context.run.run_id)
     return MaterializeResult(metadata={
         "rows_inserted": snap.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": snap.rows,
         "binlog_position": pos_text(snap.position), "delta_version": version,
