@@ -514,12 +514,13 @@ def replace_changelog_range(
     which = " OR ".join(f"(schema_name = {_sql_str(s)} AND table_name = {_sql_str(t)})" for s, t in chosen)
     preds = [f"destination = {_sql_str(destination)}", f"({which})"]
     if lo_key is not None:
-        preds.append(f"pos BETWEEN {int(lo_key)} AND {int(hi_key)}")  # type: ignore[arg-type]
+        # no BETWEEN and no function calls: replaceWhere on this Delta/Spark pair fails to resolve them
+        preds.append(f"pos >= {int(lo_key)} AND pos <= {int(hi_key)}")  # type: ignore[arg-type]
     if start_ms is not None:
         day = dt.datetime.fromtimestamp(start_ms / 1000, dt.UTC).date()
         last = dt.datetime.fromtimestamp(end_ms / 1000, dt.UTC).date()  # type: ignore[operator]
-        preds.append(f"event_date BETWEEN DATE'{day.isoformat()}' AND DATE'{last.isoformat()}'")
-        preds.append(f"execute_time BETWEEN timestamp_millis({int(start_ms)}) AND timestamp_millis({int(end_ms)})")  # type: ignore[arg-type]
+        preds.append(f"event_date >= DATE'{day.isoformat()}' AND event_date <= DATE'{last.isoformat()}'")
+        preds.append(f"execute_time >= {_ts_literal(start_ms)} AND execute_time <= {_ts_literal(end_ms)}")  # type: ignore[arg-type]
     predicate = " AND ".join(preds)
 
     frames = [df for d, m in windows if (df := _read_changelog(spark, d, m)) is not None]  # type: ignore[arg-type]
@@ -535,6 +536,11 @@ def replace_changelog_range(
                           .save(path), f"replace range of {path}")
     log.info("changelog: replaced %s with %d staged rows", predicate, written)
     return written
+
+
+def _ts_literal(ms: int) -> str:
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return f"TIMESTAMP'{t:%Y-%m-%d %H:%M:%S.%f}+00:00'"
 
 
 # ---- DDL of a table in a window ---------------------------------------------------------------------------
