@@ -13,4 +13,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
 export DAGSTER_HOME="${DAGSTER_HOME:-$ROOT/dagster_home}"
-exec .venv/bin/python -m pipelines.main "$@"
+# the private MariaDB's port (scripts/mariadb.sh may have moved it off a busy 3407 under CI): Canal's config
+# takes exact key names from the environment, so every process of the pipeline sees the same source
+PORT="$(scripts/mariadb.sh port primary)"
+exec env "canal.instance.master.address=127.0.0.1:$PORT" .venv/bin/python -m pipelines.main "$@"
