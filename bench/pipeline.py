@@ -291,7 +291,7 @@ def analyse_ours(spark: Any, raw: dict[str, Any]) -> dict[str, Any]:
         per_window[r["window"]].append((v - c["t"], r["count"]))
     applied = sum(n for _, n in samples)
     first = min(c["t"] for c in commits)
-    last_visible = max(vis.values(), default=None) or first
+    last_visible = max((v for v in vis.values() if v is not None), default=first)
     # rows committed before each tick that no earlier-or-this window carried: the backlog the window left behind
     assigned: dict[int, int] = defaultdict(int)
     for r in rows:
