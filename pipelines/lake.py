@@ -249,19 +249,19 @@ def mirror_version(spark: SparkSession, lake: Lake, schema: str, table: str) -> 
 def _session_conf(spark: SparkSession, settings: dict[str, str | None]) -> Iterator[None]:
     with _CONF_LOCK:
         saved = {k: spark.conf.get(k, None) for k in settings}
-        try:
-            for k, v in settings.items():
+
+        def put(values: dict[str, Any]) -> None:
+            for k, v in values.items():
                 if v is None:
                     spark.conf.unset(k)
                 else:
                     spark.conf.set(k, v)
+
+        try:
+            put(settings)
             yield
         finally:
-            for k, v in saved.items():
-                if v is None:
-                    spark.conf.unset(k)
-                else:
-                    spark.conf.set(k, v)
+            put(saved)
 
 
 def _txn(spark: SparkSession, app_id: str | None, version: int | None, note: str) -> Any:

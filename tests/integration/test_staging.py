@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-import pymysql
 import pytest
 
 from canal_core.entry.proto import EntryProtocol_pb2 as pb
@@ -27,6 +26,7 @@ from canal_core.meta import ClientIdentity, MemoryMetaManager
 from canal_core.parse.history import SchemaHistory
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.store.ring import MemoryEventStore
+from pipelines.replay import binlog_head
 from pipelines.staging import IncompleteWindowError, RowImageError, load_window, stage_window, window_path
 from pipelines.types import from_db, text_converter
 from pipelines.window import META_COLUMNS, OP_DELETE, OP_INSERT, OP_UPDATE, order_key
@@ -230,14 +230,8 @@ def _same(e: Any, g: Any) -> bool:
 # ---- an embedded Canal instance ------------------------------------------------------------------------
 
 def _master_status(settings: Any) -> tuple[str, int]:
-    conn = pymysql.connect(**settings.repl_kwargs())
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW MASTER STATUS")
-            row = cur.fetchone()
-    finally:
-        conn.close()
-    return row[0], int(row[1])
+    head = binlog_head(settings.repl_kwargs())
+    return head.journal, head.offset
 
 
 class Canal:
