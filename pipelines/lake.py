@@ -2,8 +2,9 @@
 
 Tables under a lake root (a local path or an object-store URI; see docs/lake.md for the full argument):
 
-    {root}/canal/changelog             every row change, partitioned by event_date; insert-only MERGE on
-                                       (destination, server_id, pos, row), Delta txn "canal:changelog:<dest>"
+    {root}/canal/changelog             every row change, partitioned by event_date; appended (an overlapping
+                                       re-delivery: insert-only MERGE on (destination, server_id, pos, row)),
+                                       Delta txn "canal:changelog:<dest>"
     {root}/mirror/{schema}/{table}     current state: table columns + _canal_pos, _canal_row, _canal_ts;
                                        one MERGE per staged part, Delta txn "canal:mirror:<schema>.<table>"
                                        with version = the part's max_pos (the mirror's watermark)
@@ -97,6 +98,8 @@ PROP_EMPTIED = "canal.emptied"
 MIRROR_PROPERTIES = {
     "delta.columnMapping.mode": "name",   # DROP / RENAME COLUMN without rewriting the table
     "delta.enableTypeWidening": "true",   # INT -> BIGINT etc. in place
+    # MERGE marks changed rows deleted instead of copying every untouched row of their files
+    "delta.enableDeletionVectors": "true",
 }
 CHANGELOG_KEY = ("destination", "server_id", "pos", "row")
 
@@ -438,12 +441,41 @@ def _changelog_merge(spark: SparkSession, path: str, src: DataFrame, file: str, 
     return int(rows[0]["num_inserted_rows"]) if rows else 0
 
 
+def _append_safe(file: str, done: int | None) -> int | None:
+    """Rows of the staged changelog at ``file`` when all of them are new to a table whose txn says every change
+    up to ``done`` is applied: one source (a single server id) and every pos above ``done``. None when that is
+    unknown from the Parquet footer (an object-store file, no statistics) or not so."""
+    local = _local(file)
+    if local is None:
+        return None
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(local).metadata
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    ip, iserver = names.index("pos"), names.index("server_id")
+    lo: int | None = None
+    servers: set[Any] = set()
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        if not rg.num_rows:
+            continue
+        sp, ss = rg.column(ip).statistics, rg.column(iserver).statistics
+        if sp is None or ss is None or not (sp.has_min_max and ss.has_min_max) or sp.null_count or ss.null_count:
+            return None
+        lo = sp.min if lo is None else min(lo, sp.min)
+        servers |= {ss.min, ss.max}
+    if lo is None or len(servers) != 1 or (done is not None and lo <= done):
+        return None
+    return meta.num_rows
+
+
 def apply_changelog(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest) -> int:
     """Append the window's changelog rows to ``canal/changelog``; returns the rows added.
 
     Idempotent: the commit carries txn ("canal:changelog:<destination>", end position key), so the same window
-    again or an older one after a newer one is skipped by Delta; an overlapping re-delivery (same start, later
-    end) is applied, and its insert-only MERGE adds only the changes the table does not hold yet."""
+    again or an older one after a newer one is skipped by Delta. A window that starts after the recorded end
+    (the steady state) is a plain append; an overlapping re-delivery (same start, later end) goes through an
+    insert-only MERGE that adds only the changes the table does not hold yet."""
     path = lake.changelog_path()
     app, version = changelog_app_id(manifest.destination), manifest.end.key
     src = _read_changelog(spark, window_dir, manifest)
@@ -455,9 +487,19 @@ def apply_changelog(spark: SparkSession, lake: Lake, window_dir: str | Path, man
                  manifest.window, version, done, version)
         return 0
     _ensure_changelog(spark, path)
+    file = _file(window_dir, manifest.changelog or "")
+    fresh = _append_safe(file, done)
     with _txn(spark, app, version, f"canal:window:{manifest.destination}:{manifest.window}:{version}"):
-        added = _changelog_merge(spark, path, src, _file(window_dir, manifest.changelog or ""), manifest.destination)
-    log.info("changelog: window %s added %d rows", manifest.window, added)
+        if fresh is not None:
+            # no row at or below the recorded end: nothing to de-duplicate against (a MERGE would re-read the
+            # table's files in the window's range for nothing)
+            _retry_concurrent(lambda: src.write.format("delta").mode("append").save(path),
+                              f"changelog append to {path}")
+            added = fresh
+        else:
+            added = _changelog_merge(spark, path, src, file, manifest.destination)
+    log.info("changelog: window %s added %d rows (%s)", manifest.window, added,
+             "append" if fresh is not None else "insert-only merge")
     return added
 
 
