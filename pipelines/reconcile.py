@@ -35,6 +35,7 @@ __all__ = [
     "ReconcileError",
     "arrow_fingerprint",
     "dataframe_fingerprint",
+    "read_columns",
     "row_hash",
     "source_fingerprint",
     "table_columns",
@@ -174,24 +175,30 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def read_columns(cur: Any, schema: str, table: str) -> list[ColumnSpec]:
+    """The table's columns as Canal's entries describe them (COLUMN_TYPE, primary key) from information_schema,
+    through an open cursor (the snapshot reads them on its own connection); [] when there is no such table."""
+    cur.execute(
+        "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, k.COLUMN_NAME IS NOT NULL FROM information_schema.COLUMNS c "
+        "LEFT JOIN information_schema.KEY_COLUMN_USAGE k ON k.TABLE_SCHEMA = c.TABLE_SCHEMA "
+        "AND k.TABLE_NAME = c.TABLE_NAME AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY' "
+        "WHERE c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s ORDER BY c.ORDINAL_POSITION", (schema, table))
+    return [ColumnSpec(_str(n), _str(t), bool(k)) for n, t, k in cur.fetchall()]
+
+
 def table_columns(conn_kwargs: dict[str, Any], schema: str, table: str) -> list[ColumnSpec]:
-    """The table's columns as Canal's entries describe them (COLUMN_TYPE, primary key) from information_schema."""
+    """``read_columns`` on a new connection; a missing table is a ReconcileError."""
     import pymysql
 
     conn = pymysql.connect(**conn_kwargs)
     try:
         with conn.cursor() as cur:
-            cur.execute(
-                "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, k.COLUMN_NAME IS NOT NULL FROM information_schema.COLUMNS c "
-                "LEFT JOIN information_schema.KEY_COLUMN_USAGE k ON k.TABLE_SCHEMA = c.TABLE_SCHEMA "
-                "AND k.TABLE_NAME = c.TABLE_NAME AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY' "
-                "WHERE c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s ORDER BY c.ORDINAL_POSITION", (schema, table))
-            rows = cur.fetchall()
+            cols = read_columns(cur, schema, table)
     finally:
         conn.close()
-    if not rows:
+    if not cols:
         raise ReconcileError(f"table {schema}.{table} not found (or no SELECT privilege)")
-    return [ColumnSpec(_str(n), _str(t), bool(k)) for n, t, k in rows]
+    return cols
 
 
 def _str(v: Any) -> str:

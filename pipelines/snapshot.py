@@ -44,11 +44,10 @@ class SnapshotResult:
 
 
 def table_columns(cur: Any, schema: str, table: str) -> list[ColumnSpec]:
-    """The table's columns as Canal's entries describe them (name, COLUMN_TYPE text, primary key)."""
-    cur.execute(
-        "SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
-        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (schema, table))
-    cols = [ColumnSpec(name=r[0], mysql_type=r[1], is_key=r[2] == "PRI") for r in cur.fetchall()]
+    """The table's columns (pipelines.reconcile.read_columns); a missing table is a SnapshotError."""
+    from .reconcile import read_columns
+
+    cols = read_columns(cur, schema, table)
     if not cols:
         raise SnapshotError(f"{schema}.{table}: no such table on the source (information_schema.COLUMNS is empty)")
     return cols
