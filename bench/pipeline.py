@@ -97,7 +97,7 @@ def write_conf(tmp: Path, args: argparse.Namespace) -> Path:
     pipeline = {
         "destination": DESTINATION,
         "canal": {"conf_dir": str(conf)},
-        "window": {"max_rows": args.window_rows, "max_bytes": window_bytes, "max_wait_seconds": 5},
+        "window": {"max_rows": args.window_rows, "max_bytes": window_bytes, "max_wait_seconds": 1},
         "sensor": {"interval_seconds": args.interval},
         "paths": {"staging": str(tmp / "staging"), "state": str(tmp / "state")},
         "lake": {"root": str(tmp / "lake")},

@@ -74,7 +74,7 @@ class CanalSettings:
 class WindowSettings:
     max_rows: int = 200_000
     max_bytes: int = 128 << 20
-    max_wait_seconds: float = 5.0
+    max_wait_seconds: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
