@@ -28,6 +28,7 @@ from ..binlog import ABSENT, BinlogDecoder
 from ..binlog import events as E
 from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
 from ..mysql import ConnectionLostError, ReplicationConnection, ReplicationError
+from .ddl import parse_ddl
 from .filter import EventFilter, dml_verb, statement_kind
 from .locator import StartConfig, StartPositionError, StartPositionLocator, same_source
 from .model import (
@@ -347,7 +348,13 @@ class EventParser:
         if kind == "dml":  # statement-based DML: typed INSERT/UPDATE/DELETE, isDdl false, unless filtered
             if not f.query_dml:
                 etype = {"UPDATE": EVENT_UPDATE, "DELETE": EVENT_DELETE}.get(dml_verb(sql) or "", EVENT_INSERT)
-                self._emit([converter.ddl(ev, DdlResult(etype, ev.schema, "", ev.schema, (), True), st.gtid_text())])
+                # the header names the statement's target table, as Canal's DruidDdlParser result does, so the
+                # table filter applies to it; a target we cannot read stays unnamed and passes (never dropped)
+                target = parse_ddl(sql, ev.schema)
+                schema, table = (target.schema or ev.schema, target.table) if target.table else (ev.schema, "")
+                if not table or f.table(schema, table):
+                    self._emit([converter.ddl(ev, DdlResult(etype, schema, table, ev.schema, (), True),
+                                              st.gtid_text())])
             return
         result = self.history.apply_ddl(ev.schema, sql, self._pos(ev, st), is_subscribed=self.filter.table)
         decoder.invalidate_table_cache()

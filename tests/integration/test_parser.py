@@ -288,3 +288,39 @@ def test_first_start_takes_the_history_snapshot_from_the_server(mariadb_settings
     assert not history.empty and any((tmp_path / "history" / "snapshots").iterdir())
     assert next(e.columns for e in got if e.rows) == ("id", "name", "amount")
     assert [r[:2] for _, r in _rows(got, "parser_t")] == [(7, "boot")]
+
+
+def test_statement_based_dml_names_its_table_and_passes_the_table_filter(mariadb_settings: Any, admin_conn: Any,
+                                                                         clean: None, tmp_path: Path) -> None:
+    """A statement-logged INSERT carries its target table in the header (Canal's DruidDdlParser result), so the
+    filter applies: one on a filtered table comes through, one on an unfiltered table from a session without a default
+    database (which used to arrive unnamed and stop the pipeline's staging) does not."""
+    with admin_conn.cursor() as cur:
+        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
+        cur.execute("CREATE TABLE canal_test.stmt_other (id INT PRIMARY KEY)")
+    history = _bootstrap(mariadb_settings, tmp_path)
+    sink = Collector()
+    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser.start()
+    nodb = pymysql.connect(**mariadb_settings.admin_kwargs())  # no default database
+    try:
+        time.sleep(0.5)
+        with nodb.cursor() as cur:
+            cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+            cur.execute("INSERT INTO canal_test.stmt_other VALUES (7)")
+            cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'a', 1.00)")
+            cur.execute("UPDATE canal_test.parser_t SET amount = 2.00 WHERE id = 1")
+        got = sink.wait(lambda es: any(e.event_type == EVENT_UPDATE for e in es))
+        time.sleep(0.3)
+    finally:
+        nodb.close()
+        parser.stop()
+        with admin_conn.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS canal_test.stmt_other")
+    assert parser.last_error is None, parser.last_error
+    dml = [(e.event_type, e.schema, e.table, e.sql) for e in got
+           if e.entry_type == ROWDATA and e.event_type in (EVENT_INSERT, EVENT_UPDATE)]
+    assert dml == [
+        (EVENT_INSERT, "canal_test", "parser_t", "INSERT INTO canal_test.parser_t VALUES (1, 'a', 1.00)"),
+        (EVENT_UPDATE, "canal_test", "parser_t", "UPDATE canal_test.parser_t SET amount = 2.00 WHERE id = 1"),
+    ]
