@@ -456,21 +456,36 @@ class _TxState:
         self.standalone = False
         self.in_tx = False
         self.begin_position: int | None = None
+        self._text_for: str | None = None  # the pending GTID whose set text is cached in _text
+        self._text = ""
+
+    @staticmethod
+    def _apply(state: MySQLGtidSet | MariaGtidPosition, g: str) -> None:
+        if isinstance(state, MariaGtidPosition):
+            d, s, n = (int(x) for x in g.split("-"))
+            state.update(d, s, n)
+        else:
+            uuid, _, rest = g.partition(":")
+            tag, _, gno = rest.rpartition(":")
+            state.add(uuid, int(gno), tag)
 
     def commit(self) -> None:
         g = self.pending_gtid
         if g is not None and self.gtid_state is not None:
-            if isinstance(self.gtid_state, MariaGtidPosition):
-                d, s, n = (int(x) for x in g.split("-"))
-                self.gtid_state.update(d, s, n)
-            else:
-                uuid, _, rest = g.partition(":")
-                tag, _, gno = rest.rpartition(":")
-                self.gtid_state.add(uuid, int(gno), tag)
+            self._apply(self.gtid_state, g)
         self.pending_gtid = None
         self.in_tx = False
 
     def gtid_text(self, current: str | None = None) -> str:
+        """The executed set the entries of the current transaction carry: as Canal's LogDecoder does, it already
+        includes the transaction's own GTID from its GTID event on (the resume state adds it only at commit)."""
         if self.gtid_state is None:
             return ""
-        return str(self.gtid_state)
+        g = self.pending_gtid
+        if g is None:
+            return str(self.gtid_state)
+        if self._text_for != g:
+            ahead = self.gtid_state.copy()
+            self._apply(ahead, g)
+            self._text_for, self._text = g, str(ahead)
+        return self._text

@@ -219,6 +219,12 @@ def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings
     # the entry headers carry the executed GTID set; the stored position has it too
     end = [e for e in got if e.entry_type == END][-1]
     assert end.position.gtid and "0-1-" in end.position.gtid
+    # as Canal's LogDecoder: from its GTID event on, every entry of a transaction carries the set that includes
+    # the transaction itself (the server's @@gtid_binlog_pos right after it)
+    mine = pos_after_1.split(",")[0]
+    tx = [e for e in got if e.entry_type in (BEGIN, ROWDATA, END) and e.position.gtid][-3:]
+    assert [e.entry_type for e in tx] == [BEGIN, ROWDATA, END]
+    assert all(mine in e.position.gtid.split(",") for e in tx), [e.position.gtid for e in tx]
     stored = (tmp_path / "meta" / "example" / "parse.dat").read_text()
     assert pos_after_1.split(",")[0] in stored
     with admin_conn.cursor() as cur:
