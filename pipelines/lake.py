@@ -98,8 +98,6 @@ PROP_EMPTIED = "canal.emptied"
 MIRROR_PROPERTIES = {
     "delta.columnMapping.mode": "name",   # DROP / RENAME COLUMN without rewriting the table
     "delta.enableTypeWidening": "true",   # INT -> BIGINT etc. in place
-    # MERGE marks changed rows deleted instead of copying every untouched row of their files
-    "delta.enableDeletionVectors": "true",
 }
 CHANGELOG_KEY = ("destination", "server_id", "pos", "row")
 
