@@ -5,6 +5,10 @@ dir holding an instance.properties) in one embedded server; with auto scan, ever
 canal.auto.scan.interval seconds a new directory starts its destination, an edited or touched
 instance.properties restarts it, a removed one stops it. A destination that fails to start is logged
 and retried at the next scan; the others keep running.
+
+With ``tcp=True`` (the canal-server process) it also serves Canal's TCP protocol on canal.ip:canal.port
+with canal.user / canal.passwd (canal.serverMode = tcp). The port is bound before any destination
+starts, so a busy port fails the start at once; clients are accepted once the destinations run.
 """
 
 from __future__ import annotations
@@ -13,19 +17,32 @@ import logging
 import threading
 from pathlib import Path
 
-from ..instance.config import CanalConfig, ConfigError, ScannedDestination, diff_destinations, scan_destinations
+from ..instance.config import (
+    CanalConfig,
+    ConfigError,
+    ScannedDestination,
+    ServerMode,
+    diff_destinations,
+    scan_destinations,
+)
 from ..instance.instance import CanalInstance
+from .auth import AuthConfigError
 from .embedded import CanalServerWithEmbedded
+from .tcp import CanalTcpServer, ClientHooks
 
 log = logging.getLogger(__name__)
 
 
 class CanalController:
-    def __init__(self, conf_dir: str | Path, *, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, conf_dir: str | Path, *, overrides: dict[str, str] | None = None, tcp: bool = False,
+                 tcp_hooks: ClientHooks | None = None) -> None:
         self.conf_dir = Path(conf_dir)
         self.overrides = overrides
         self.canal = CanalConfig.load(self.conf_dir, overrides=overrides)
         self.server = CanalServerWithEmbedded()
+        self.tcp: CanalTcpServer | None = None
+        if tcp:
+            self.tcp = self._tcp_server(tcp_hooks)
         self.failed: dict[str, str] = {}  # destination -> last error, retried at the next scan
         self._scanned: dict[str, ScannedDestination] = {}
         self._stop = threading.Event()
@@ -39,11 +56,31 @@ class CanalController:
             names |= set(scanned)
         return {n: scanned[n] for n in names if n in scanned}
 
+    def _tcp_server(self, hooks: ClientHooks | None) -> CanalTcpServer | None:
+        c = self.canal
+        if c.server_mode is not ServerMode.TCP:
+            log.warning("canal.serverMode = %s: canal-core serves tcp only; no TCP server started", c.server_mode)
+            return None
+        try:
+            return CanalTcpServer(self.server, host=c.ip, port=c.port, user=c.user, passwd=c.passwd, hooks=hooks)
+        except AuthConfigError as e:
+            raise ConfigError(f"{c.conf_file}: {e}", file=str(c.conf_file), key="canal.passwd",
+                              value=c.passwd) from None
+
+    @property
+    def tcp_address(self) -> tuple[str, int] | None:
+        return self.tcp.address if self.tcp is not None else None
+
     def start(self) -> None:
+        """Raises OSError when the TCP port cannot be bound (nothing is started then)."""
+        if self.tcp is not None:
+            self.tcp.bind()
         with self._lock:
             self._scanned = self._wanted()
             for name in sorted(self._scanned):
                 self._start_one(name)
+        if self.tcp is not None:
+            self.tcp.start()
         if self.canal.auto_scan:
             self._scanner = threading.Thread(target=self._scan_loop, name="canal-auto-scan", daemon=True)
             self._scanner.start()
@@ -84,9 +121,14 @@ class CanalController:
             self._scanned = new
 
     def stop(self) -> None:
-        """Stop every destination; the meta managers flush on stop (clean SIGTERM shutdown)."""
+        """Stop the TCP server, then every destination; the meta managers flush on stop (clean SIGTERM
+        shutdown). Closing the stores wakes any GET still blocked in a connection thread."""
         self._stop.set()
+        if self.tcp is not None:
+            self.tcp.stop(timeout=0)
         if self._scanner is not None:
             self._scanner.join(5)
         with self._lock:
             self.server.stop_all()
+        if self.tcp is not None and not self.tcp.join(5.0):
+            log.warning("some client connections did not end within 5 s")

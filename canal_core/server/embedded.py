@@ -162,6 +162,8 @@ class CanalServerWithEmbedded:
         same entries, byte-identical and in order, come again."""
         dest = self._dest(client.destination)
         with dest.lock:
+            if not dest.meta.has_subscribe(client):
+                return  # connectors roll back on connect, before subscribing: must not rewind the store (Canal)
             dest.ledger.rollback(client, batch_id)
             dest.on_rollback(client)
             dest.store.rollback()

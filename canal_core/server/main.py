@@ -5,9 +5,13 @@
     canal-server stop   --conf conf [--run-dir DIR]   # SIGTERM: every meta manager flushes, then exit
     canal-server status --conf conf [--run-dir DIR]   # running (pid, destinations) or stopped; exit 0/1
 
+The server speaks Canal's TCP protocol on canal.ip:canal.port (canal.serverMode = tcp), with
+canal.user / canal.passwd; a port that cannot be bound, or canal.user without canal.passwd, fails the
+start (exit code 1, the reason on stderr and in the log).
+
 The run directory (default: <conf>/../logs, as Canal's layout) holds canal.pid, canal/canal.log (the
 server's log), <destination>/<destination>.log (each destination's log) and canal/status.json
-(refreshed every few seconds: destinations, their state and the store/parser counters).
+(refreshed every few seconds: destinations, their state and the store/parser counters, the TCP address).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..instance.config import ConfigError
 from ..parse.position import write_atomically
 from .controller import CanalController
 
@@ -71,6 +76,9 @@ def _setup_logging(run_dir: Path) -> None:
 
 def status_of(ctl: CanalController) -> dict[str, Any]:
     out: dict[str, Any] = {"pid": os.getpid(), "time": int(time.time() * 1000), "destinations": {}}
+    if ctl.tcp_address is not None:
+        host, port = ctl.tcp_address
+        out["tcp"] = {"host": host, "port": port, "connections": ctl.tcp.session_count() if ctl.tcp else 0}
     for name in ctl.server.destinations():
         dest = ctl.server._destinations.get(name)
         if dest is None:
@@ -98,9 +106,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args)
     _setup_logging(run_dir)
     pid_file = run_dir / "canal.pid"
-    pid_file.write_text(str(os.getpid()))
     log = logging.getLogger("canal_core.server")
-    ctl = CanalController(args.conf)
     done = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -110,15 +116,31 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        ctl.start()
+        ctl = CanalController(args.conf, tcp=True)
+    except ConfigError as e:
+        log.error("canal-server cannot start: %s", e)
+        print(f"canal-server: {e}", file=sys.stderr)
+        return 1
+    try:
+        try:
+            ctl.start()
+        except OSError as e:
+            host, port = ctl.tcp_address or ("", 0)
+            msg = f"cannot listen on {host or '*'}:{port} (canal.ip / canal.port): {e}"
+            log.error("canal-server cannot start: %s", msg)
+            print(f"canal-server: {msg}", file=sys.stderr)
+            return 1
+        # written once serving: `canal-server start` waits for it, so a failed start is reported as such
+        pid_file.write_text(str(os.getpid()))
         log.info("canal-server started with %s", ", ".join(ctl.server.destinations()) or "no destination")
         while not done.wait(STATUS_PERIOD):
             _write_json(run_dir / "canal" / "status.json", status_of(ctl))
         _write_json(run_dir / "canal" / "status.json", status_of(ctl))
     finally:
-        ctl.stop()  # meta managers flush here
+        ctl.stop()  # TCP server closed, then the meta managers flush
         log.info("canal-server stopped")
-        pid_file.unlink(missing_ok=True)
+        if _pid(run_dir) == os.getpid():
+            pid_file.unlink(missing_ok=True)
     return 0
 
 
@@ -182,12 +204,16 @@ def status(args: argparse.Namespace) -> int:
     if pid is None:
         print("canal-server: stopped")
         return 1
+    tcp = ""
     try:
         st = json.loads((run_dir / "canal" / "status.json").read_text())
         dests = ", ".join(f"{n}={d.get('state')}" for n, d in st.get("destinations", {}).items())
+        if st.get("tcp"):
+            host = st["tcp"]["host"]
+            tcp = f"; tcp {'*' if host in ('', '::', '0.0.0.0') else host}:{st['tcp']['port']}"
     except (FileNotFoundError, ValueError):
         dests = "(starting)"
-    print(f"canal-server: running (pid {pid}): {dests}")
+    print(f"canal-server: running (pid {pid}): {dests}{tcp}")
     return 0
 
 

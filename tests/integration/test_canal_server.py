@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,11 @@ BIN = Path(sys.executable).parent / "canal-server"
 def _conf(tmp: Path, port: int, *, flush_ms: int = 100) -> Path:
     conf = tmp / "conf"
     (conf / "example").mkdir(parents=True)
+    with socket.socket() as sk:  # canal-server run serves TCP: not on a fixed port other tests may hold
+        sk.bind(("127.0.0.1", 0))
+        tcp_port = sk.getsockname()[1]
     (conf / "canal.properties").write_text(
+        f"canal.port = {tcp_port}\ncanal.ip = 127.0.0.1\n"
         "canal.destinations = example\n"
         "canal.auto.scan = true\n"
         "canal.auto.scan.interval = 1\n"

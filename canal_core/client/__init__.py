@@ -1,0 +1,30 @@
+"""Canal clients: connectors speaking Canal's TCP protocol to a canal-server (ours or Java's).
+
+``SimpleConnector`` talks to one server; ``ClusterConnector`` fails over between several (a fixed list or
+an address source such as ZooKeeper discovery). Both have the shape of Canal's Java CanalConnector:
+connect, disconnect, check_valid, subscribe, unsubscribe, get, get_without_ack, ack, rollback.
+"""
+
+from ..server.codec import TimeUnit
+from .connector import (
+    Address,
+    AddressSource,
+    CanalAuthError,
+    CanalClientError,
+    CanalConnectionError,
+    ClusterConnector,
+    Message,
+    SimpleConnector,
+)
+
+__all__ = [
+    "Address",
+    "AddressSource",
+    "CanalAuthError",
+    "CanalClientError",
+    "CanalConnectionError",
+    "ClusterConnector",
+    "Message",
+    "SimpleConnector",
+    "TimeUnit",
+]
