@@ -28,6 +28,7 @@ from ..instance.config import (
 from ..instance.instance import CanalInstance
 from .auth import AuthConfigError
 from .embedded import CanalServerWithEmbedded
+from .metrics import MetricsServer
 from .tcp import CanalTcpServer, ClientHooks
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,11 @@ class CanalController:
         self.canal = CanalConfig.load(self.conf_dir, overrides=overrides)
         self.server = CanalServerWithEmbedded()
         self.tcp: CanalTcpServer | None = None
+        self.metrics: MetricsServer | None = None
         if tcp:
-            self.tcp = self._tcp_server(tcp_hooks)
+            # the server process also exports Canal's Prometheus metrics on canal.metrics.pull.port
+            self.metrics = MetricsServer(self.server, self.canal.ip, self.canal.metrics_pull_port)
+            self.tcp = self._tcp_server(tcp_hooks or self.metrics.client_metrics)
         self.failed: dict[str, str] = {}  # destination -> last error, retried at the next scan
         self._scanned: dict[str, ScannedDestination] = {}
         self._stop = threading.Event()
@@ -75,6 +79,12 @@ class CanalController:
         """Raises OSError when the TCP port cannot be bound (nothing is started then)."""
         if self.tcp is not None:
             self.tcp.bind()
+        if self.metrics is not None:
+            try:
+                self.metrics.start()
+            except OSError as e:  # as Canal: the server runs on without its metrics endpoint
+                log.warning("metrics on %s:%d not started: %s", self.canal.ip or "0.0.0.0",
+                            self.canal.metrics_pull_port, e)
         with self._lock:
             self._scanned = self._wanted()
             for name in sorted(self._scanned):
@@ -130,5 +140,7 @@ class CanalController:
             self._scanner.join(5)
         with self._lock:
             self.server.stop_all()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self.tcp is not None and not self.tcp.join(5.0):
             log.warning("some client connections did not end within 5 s")
