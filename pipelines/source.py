@@ -2,9 +2,9 @@
 
 ``EmbeddedCanalSource`` hosts the destination's CanalInstance inside the process that evaluates the
 sensor (the Dagster code server): one per destination per process, started on first use (never at import:
-run processes import the same definitions and must not start a second parser). A remote canal-server or a
-ZooKeeper cluster (issue 6) will implement the same interface; entries are Canal's protobuf Entry bytes
-either way.
+run processes import the same definitions and must not start a second parser). ``RemoteCanalSource`` talks to
+a canal-server (``remote``) or to whichever server ZooKeeper says runs the destination (``cluster``) over
+Canal's TCP protocol; entries are Canal's protobuf Entry bytes either way.
 
 ``epoch`` identifies the server incarnation: outstanding batch ids only mean something within one epoch.
 After a restart (new code-server process) the server redelivers from its acked cursor, so the sensor must
@@ -244,9 +244,132 @@ class EmbeddedCanalSource(CanalSource):
         return "last parser error: " + "; ".join(errors) if errors else ""
 
 
+class RemoteCanalSource(CanalSource):
+    """A canal-server over Canal's TCP protocol (canal_core.client.ClusterConnector): ``remote`` names the
+    server(s) by ``canal.address`` (host:port, or a comma-separated list tried in turn), ``cluster`` finds the
+    server running the destination in ZooKeeper (``canal.zk_servers``) and follows it when another takes over.
+
+    Every (re)connection rolls back, so the batches of the previous connection are gone: it starts a new
+    epoch, and the sensor neither acks nor rolls back their ids (their entries come again from the cursor).
+    The server renders TIMESTAMP text in its own zone (as Canal's JVM does): run it with TZ=UTC."""
+
+    _registry: dict[tuple[str, str, str, int], RemoteCanalSource] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, config: PipelineConfig) -> None:
+        from canal_core.client.connector import ClusterConnector
+
+        self.config = config
+        c = config.canal
+        self._zk: Any = None
+        if c.mode == "cluster":
+            addresses: Any = self._zk_addresses
+        else:
+            addresses = [a.strip() for a in c.address.split(",") if a.strip()]
+        self._conn = ClusterConnector(addresses, config.destination, c.username, c.password,
+                                      client_id=c.client_id, retries=3, backoff=1.0, max_backoff=5.0)
+        self._lock = threading.RLock()
+        self._seen: Any = None  # the SimpleConnector of the current epoch
+        self._epoch = ""
+
+    @classmethod
+    def for_config(cls, config: PipelineConfig) -> RemoteCanalSource:
+        c = config.canal
+        key = (c.mode, c.address or c.zk_servers, config.destination, c.client_id)
+        with cls._registry_lock:
+            if not cls._registry:
+                atexit.register(cls.close_all)
+            src = cls._registry.get(key)
+            if src is None:
+                src = cls._registry[key] = cls(config)
+            return src
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._registry_lock:
+            sources = list(cls._registry.values())
+            cls._registry.clear()
+        for s in sources:
+            s.close()
+
+    def _zk_addresses(self) -> list[tuple[str, int]]:
+        if self._zk is None:  # started on first use, never at import (run processes import this module)
+            from canal_core.client.zookeeper import ServerDiscovery
+
+            self._zk = ServerDiscovery(self.config.canal.zk_servers, self.config.destination)
+            self._zk.start()
+        return self._zk.addresses()
+
+    def _call(self, op: Any) -> Any:
+        """One connector call; a connection failure beyond the connector's own retries is SourceUnavailable."""
+        from canal_core.client.connector import CanalClientError
+
+        with self._lock:
+            try:
+                self._conn.connect()
+                if self._conn.current is not self._seen:
+                    self._conn.subscribe()
+                return op()
+            except CanalClientError as e:
+                raise SourceUnavailable(f"canal server for {self.config.destination}: {e}") from e
+            finally:
+                if self._conn.current is not self._seen:  # connected anew (or failed over): batches are gone
+                    self._seen = self._conn.current
+                    self._epoch = uuid.uuid4().hex[:12] if self._seen is not None else ""
+
+    @property
+    def epoch(self) -> str:
+        self._call(lambda: None)
+        return self._epoch
+
+    def get_window(self, max_rows: int, max_bytes: int, max_wait: float) -> FetchedWindow:
+        from canal_core.entry.proto import EntryProtocol_pb2 as ep
+
+        out = FetchedWindow()
+        deadline = time.monotonic() + max(0.0, max_wait)
+        epoch = self.epoch
+        while out.rows < max_rows and out.bytes < max_bytes:
+            left = deadline - time.monotonic()
+            wait_ms = max(1, int(min(max(left, 0.0), POLL_SECONDS) * 1000))
+            msg = self._call(lambda w=wait_ms: self._conn.get_without_ack(self.config.canal.batch_entries, w))
+            if self._epoch != epoch:  # failed over mid-window: what was taken is gone, start again
+                out, epoch = FetchedWindow(), self._epoch
+            if not msg.empty:
+                out.batch_ids.append(msg.batch_id)
+                out.entries.extend(msg.raw_entries)
+                out.bytes += sum(len(e) for e in msg.raw_entries)
+                for raw in msg.raw_entries:
+                    h = ep.Entry.FromString(raw).header
+                    out.rows += next((int(p.value) for p in h.props if p.key == "rowsCount"), 0)
+            if left <= 0 or msg.empty:
+                break
+        return out
+
+    def ack(self, batch_ids: Sequence[int]) -> None:
+        for b in batch_ids:
+            self._call(lambda b=b: self._conn.ack(b))
+
+    def rollback(self) -> None:
+        self._call(lambda: self._conn.rollback())
+
+    def status(self) -> str:
+        a = self._conn.address
+        return f"connected to {a[0]}:{a[1]}" if a else "not connected"
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.disconnect()
+            except Exception:  # closing anyway
+                pass
+            self._seen, self._epoch = None, ""
+            if self._zk is not None:
+                self._zk.stop()
+                self._zk = None
+
+
 def make_source(config: PipelineConfig) -> CanalSource:
     """The configured Canal connection (canal.mode)."""
     if config.canal.mode == "embedded":
         return EmbeddedCanalSource.for_config(config)
-    raise SourceUnavailable(f"canal.mode {config.canal.mode!r} is not implemented yet (the TCP server and "
-                            "ZooKeeper client arrive with issue 6); use canal.mode: embedded")
+    return RemoteCanalSource.for_config(config)

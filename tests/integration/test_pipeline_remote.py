@@ -1,0 +1,107 @@
+"""The pipeline with ``canal.mode: remote``: the sensor takes its windows from a real canal-server process over
+Canal's TCP protocol (pipelines.source.RemoteCanalSource) instead of an embedded instance, and the random
+workload of test_pipeline_e2e converges to Delta == MariaDB; the changelog holds each change once, also after the
+server was restarted mid-stream (its un-acked batches come again and are applied once)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.config import PipelineConfig
+from pipelines.lake import Lake
+from tests.integration.pipeline_driver import Driver, make_config
+from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
+    SCHEMA,
+    Workload,
+    _changelog_counts,
+    _converge,
+    _one_spark_session,
+    db,
+)
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent / "canal-server"
+
+
+def _free_port() -> int:
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return int(sk.getsockname()[1])
+
+
+class Server:
+    """canal-server on a conf dir, in the foreground as a child process; TIMESTAMP text in UTC (TZ)."""
+
+    def __init__(self, conf: Path, run: Path) -> None:
+        self.conf, self.run = conf, run
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, port: int) -> None:
+        env = {**os.environ, "TZ": "UTC"}
+        self.proc = subprocess.Popen([str(BIN), "run", "--conf", str(self.conf), "--run-dir", str(self.run)],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"canal-server exited {self.proc.returncode}; see {self.run}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"canal-server did not listen on {port} within 30 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+def _remote_config(tmp_path: Path, settings: Any) -> tuple[PipelineConfig, int]:
+    """The pipeline in remote mode, and the canal-server's keys added to the same Canal conf."""
+    port = _free_port()
+    cfg = make_config(tmp_path, settings, "remote", f"{SCHEMA}\\\\..*",
+                      canal={"mode": "remote", "address": f"127.0.0.1:{port}"})
+    props = cfg.canal.conf_dir / "canal.properties"
+    props.write_text(props.read_text() + f"canal.ip = 127.0.0.1\ncanal.port = {port}\n"
+                     f"canal.metrics.pull.port = {_free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
+    return cfg, port
+
+
+@pytest.mark.timeout(1200)
+def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: Any, tmp_path: Path,  # noqa: F811
+                                                     spark: Any) -> None:
+    w = Workload(db, seed=7)
+    for _ in range(10):
+        w.tx()
+    cfg, port = _remote_config(tmp_path, mariadb_settings)
+    server = Server(cfg.canal.conf_dir, tmp_path / "logs")
+    server.start(port)
+    try:
+        driver = Driver(cfg, tmp_path / "home")
+        driver.tick()  # snapshots every table
+        assert all(ok for _, ok in driver.runs) and driver.runs
+        w.changes = 0
+        for i in range(40):
+            w.tx()
+            if i % 10 == 0:
+                driver.tick()
+            if i == 20:  # the server goes away mid-stream: un-acked batches come again from its cursor
+                server.stop()
+                server.start(port)
+        _converge(driver, mariadb_settings, spark)
+        total, distinct = _changelog_counts(spark, Lake(cfg.lake_root))
+        assert total == distinct == w.changes
+        from pipelines.source import RemoteCanalSource, make_source
+
+        assert isinstance(make_source(cfg), RemoteCanalSource)
+    finally:
+        server.stop()
