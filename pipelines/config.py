@@ -59,7 +59,7 @@ class PipelineConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class CanalSettings:
-    mode: str = "embedded"            # embedded now; remote (TCP server) and cluster (ZooKeeper) behind CanalSource
+    mode: str = "embedded"            # embedded | remote (canal-server over TCP) | cluster (ZooKeeper discovery)
     conf_dir: Path = Path("conf")     # Canal's conf/: canal.properties + <destination>/instance.properties
     client_id: int = 1001
     address: str = ""                 # remote: host:port of a canal-server
