@@ -383,7 +383,8 @@ class _Session:
         except Exception as e:
             raise _Closed(f"bad {ptype} body: {e}") from None
         dest = body.destination or None
-        self._hook("packet_received", dest, ptype)
+        if pkt.type != codec.GET:  # a GET counts once its answer is known (Canal: empty ones only as empty)
+            self._hook("packet_received", dest, ptype)
         try:
             if not body.destination or not body.client_id:
                 self.error(dest, 401, "destination or clientId is null")
@@ -413,6 +414,8 @@ class _Session:
         msg = self.server.embedded.get_without_ack(client, size, codec.get_wait(get))
         if msg.batch_id == -1:
             self._hook("empty_batch", dest)
+        else:
+            self._hook("packet_received", dest, "GET")
         self.write(dest, codec.messages_packet(msg.batch_id, msg.entries))
 
     def on_ack(self, ack: cp.ClientAck, dest: str) -> None:

@@ -154,13 +154,16 @@ def test_the_server_process_exports_canal_metrics(mariadb_settings: Any, admin_c
         with admin_conn.cursor() as cur:
             for i in range(3):  # 3 transactions of 4 rows
                 cur.execute("INSERT INTO canal_test.srv_m VALUES " + ",".join(f"({i * 4 + k}, 'x')" for k in range(4)))
-        rows = 0
+        rows, gets, empty = 0, 0, 0
         with SimpleConnector(("127.0.0.1", tcp_port), "example") as c:
             c.subscribe()
             deadline = time.monotonic() + 20
             while rows < 12 and time.monotonic() < deadline:
                 msg = c.get(100, timeout=500)
+                gets, empty = gets + (not msg.empty), empty + msg.empty
                 rows += sum(len(ep_rows(e)) for e in msg.entries)
+            assert c.get_without_ack(100, timeout=-1).empty  # one more, empty for sure
+            empty += 1
         assert rows == 12
         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
             text = r.read().decode()
@@ -177,6 +180,12 @@ def test_the_server_process_exports_canal_metrics(mariadb_settings: Any, admin_c
                  "canal_instance_traffic_delay"):
         assert 0 <= samples[(name, "example")] < 60_000, (name, samples.get((name, "example")))
     assert samples[("canal_instance_subscriptions", "example")] >= 1
+    # as Canal: a GET answered empty counts as an empty batch, not as a GET packet
+    families = {fam.name: fam for fam in text_string_to_metric_families(text)}
+    by_type = {s.labels["packetType"]: s.value for s in families["canal_instance_client_packets"].samples
+               if s.labels.get("destination") == "example"}
+    assert by_type.get("GET") == gets and by_type.get("CLIENTACK") == gets
+    assert samples[("canal_instance_client_empty_batches", "example")] == empty
 
 
 def ep_rows(entry: Any) -> list[Any]:
