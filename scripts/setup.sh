@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One-stop, idempotent setup (run as root from anywhere; fast when nothing changed):
-#   1. system packages (MariaDB server/client, Maven, JDK 17, python3-venv) when missing
+#   1. system packages (MariaDB server/client, Maven, JDK 17, ZooKeeper, python3-venv) when missing
 #   2. .venv with `pip install -e '.[dev]'` (only when new or pyproject.toml changed)
 #   3. the private MariaDB `primary` (scripts/mariadb.sh start)
-#   4. the Delta Lake jar cache for offline Spark (scripts/delta-jars.sh)
+#   4. the private ZooKeeper `main` (scripts/zookeeper.sh start)
+#   5. the Delta Lake jar cache for offline Spark (scripts/delta-jars.sh)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +28,8 @@ command -v mvn >/dev/null || pkgs+=(maven)
 command -v openssl >/dev/null || pkgs+=(openssl)  # the private MariaDB's TLS certificates
 command -v python3 >/dev/null || pkgs+=(python3)
 command -v chromium >/dev/null || pkgs+=(chromium)  # the Dagster UI browser test (driven by playwright)
+# ZooKeeper 3.8 for Canal's HA and ZooKeeper meta; only its jar is used (scripts/zookeeper.sh), never the service
+[[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(zookeeper)
 if [[ ! -x .venv/bin/python ]] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     pkgs+=(python3-venv)
 fi
@@ -60,7 +63,10 @@ fi
 # ---- 3. private MariaDB -------------------------------------------------------------------------
 scripts/mariadb.sh start primary
 
-# ---- 4. Delta jars for offline Spark ------------------------------------------------------------
+# ---- 4. private ZooKeeper -----------------------------------------------------------------------
+scripts/zookeeper.sh start main
+
+# ---- 5. Delta jars for offline Spark ------------------------------------------------------------
 scripts/delta-jars.sh
 
 log "ready in $((SECONDS - START))s"

@@ -8,6 +8,11 @@ Connection settings, first match wins:
   port: $CANAL_TEST_MYSQL_PORT, else the port in .runtime/mariadb/primary/my.cnf (scripts/mariadb.sh
         may have moved it off a busy 3407 under CI), else 3407
   secondary port: $CANAL_TEST_MYSQL_SECONDARY_PORT, else .runtime/mariadb/secondary/my.cnf, else 3408
+
+ZooKeeper tests use the private ZooKeeper that ``scripts/setup.sh`` starts (``scripts/zookeeper.sh``):
+  connect string: $CANAL_TEST_ZK, else 127.0.0.1:<clientPort in .runtime/zookeeper/main/zoo.cfg>, else :2281
+The ``zookeeper`` fixture fails (never skips) when it does not answer; ``zk_chroot`` gives each test its own
+chroot (a connect string ending in /canal-test/<test>-<random>, removed afterwards).
 """
 
 from __future__ import annotations
@@ -126,6 +131,57 @@ def admin_conn(mariadb_settings: MariaDBSettings) -> Iterator[pymysql.connection
         yield conn
     finally:
         conn.close()
+
+
+def _zookeeper_connect() -> str:
+    env = os.environ.get("CANAL_TEST_ZK")
+    if env:
+        return env
+    cfg = RUNTIME_DIR / "zookeeper" / "main" / "zoo.cfg"
+    port = 2281
+    if cfg.is_file():
+        m = re.search(r"^clientPort=(\d+)", cfg.read_text(), re.MULTILINE)
+        if m:
+            port = int(m.group(1))
+    return f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> str:
+    """Connect string of the private ZooKeeper; fails (never skips) if it does not answer ruok."""
+    connect = _zookeeper_connect()
+    host, _, port = connect.split("/", 1)[0].split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=3) as sock:
+            sock.sendall(b"ruok")
+            sock.settimeout(3)
+            reply = sock.recv(16)
+        if reply != b"imok":
+            raise OSError(f"ruok answered {reply!r}")
+    except OSError as exc:
+        pytest.fail(f"private ZooKeeper not reachable at {connect} ({type(exc).__name__}: {exc}): run scripts/setup.sh "
+                    f"(or scripts/zookeeper.sh start)", pytrace=False)
+    return connect
+
+
+@pytest.fixture
+def zk_chroot(zookeeper: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A connect string with a fresh chroot for this test, so tests never see each other's nodes."""
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60]
+    root = f"/canal-test/{name}-{uuid.uuid4().hex[:8]}"
+    zk = KazooClient(hosts=zookeeper.split("/", 1)[0])
+    zk.start(timeout=10)
+    try:
+        zk.ensure_path(root)
+        yield zookeeper.split("/", 1)[0] + root
+        zk.delete(root, recursive=True)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 @pytest.fixture(scope="session")

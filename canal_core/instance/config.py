@@ -10,7 +10,8 @@ Layout and precedence, as in the Java server (canal-compat §5):
   Canal's default. So instance values override canal.properties values, and ``-D`` overrides both.
   Server keys (port, destinations, auto scan, global mode...) are read from canal.properties only, as
   Canal's controller does; the ``canal.instance.*`` keys, ``canal.file.data.dir``, ``canal.file.flush.period``,
-  ``canal.zookeeper.flush.period`` and ``canal.zkServers`` may be set in either file.
+  ``canal.zookeeper.flush.period``, ``canal.zookeeper.session.timeout`` (ours, docs/zookeeper.md) and
+  ``canal.zkServers`` may be set in either file.
 * ``canal.instance.{name}.mode`` / ``.lazy`` / ``.spring.xml`` override the ``canal.instance.global.*``
   value for one destination.
 * ``${key}`` and ``${key:default}`` placeholders (nestable) expand through the same chain. Two built-ins:
@@ -634,6 +635,9 @@ KEYS: tuple[Key, ...] = (
     _k("canal.passwd", "passwd", _canal_passwd, "", SERVER),
     _k("canal.zkServers", "zk_servers", _zk_servers, "", BOTH),
     _k("canal.zookeeper.flush.period", "zookeeper_flush_period", _pos_int, "1000", BOTH, "ms"),
+    # ours (Canal fixes 90 s in ZkClientx): a dead active is replaced this long + 5 s after it died
+    _k("canal.zookeeper.session.timeout", "zookeeper_session_timeout", _int(1000), "90000", BOTH,
+       "ms; canal-core extension"),
     _k("canal.serverMode", "server_mode", _enum(ServerMode), "tcp", SERVER),
     _k("canal.file.data.dir", "file_data_dir", _path, "${canal.conf.dir}", BOTH),
     # 0 (ours, Canal requires > 0): every cursor update is written before the ack returns
@@ -804,6 +808,7 @@ class CanalConfig:
     passwd: str
     zk_servers: str
     zookeeper_flush_period: int
+    zookeeper_session_timeout: int
     server_mode: ServerMode
     file_data_dir: Path
     file_flush_period: int
@@ -952,6 +957,7 @@ class InstanceConfig:
     # keys that either file may set
     zk_servers: str
     zookeeper_flush_period: int
+    zookeeper_session_timeout: int
     file_data_dir: Path
     file_flush_period: int
     memory_buffer_size: int
@@ -1036,6 +1042,12 @@ class InstanceConfig:
         meta_mode = meta_mode_for(chosen["spring.xml"])
         assert meta_mode is not None
 
+        if meta_mode is MetaMode.PERIOD_MIXED and not values["zk_servers"]:
+            # Canal would silently try 127.0.0.1:2181 (its spring default); an explicit error is kinder
+            origin = props.path if props is not None else str(canal.conf_file)
+            raise ConfigError(f"{origin}: {chosen['spring.xml']} keeps the meta in ZooKeeper but canal.zkServers "
+                              f"is not set: set canal.zkServers = host:port[,host:port...][/chroot]",
+                              file=origin, key="canal.zkServers")
         group = cls._group_sources(resolver, layers)
         warnings: list[str] = []
         ignored: list[str] = []

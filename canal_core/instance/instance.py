@@ -16,6 +16,7 @@ from typing import Any
 
 from ..entry.convert import EntryConverter
 from ..meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, meta_position_manager
+from ..meta.zookeeper import Fence, PeriodMixedMetaManager
 from ..parse.history import SchemaHistory
 from ..parse.model import LogPosition
 from ..parse.parser import EventParser, ParserConfig
@@ -60,15 +61,20 @@ class CanalInstance(Destination):
         super().stop()
 
     @classmethod
-    def from_config(cls, canal: CanalConfig, instance: InstanceConfig, *,
-                    timezone: str | None = None) -> CanalInstance | GroupCanalInstance:
-        """``timezone``: the zone of TIMESTAMP text in entries (None: this process's zone, as Canal's JVM)."""
+    def from_config(cls, canal: CanalConfig, instance: InstanceConfig, *, timezone: str | None = None,
+                    fence: Fence | None = None) -> CanalInstance | GroupCanalInstance:
+        """``timezone``: the zone of TIMESTAMP text in entries (None: this process's zone, as Canal's JVM).
+        ``fence``: the destination's ServerRunningMonitor.fence, for ZooKeeper meta (HA; docs/zookeeper.md)."""
         data_dir = Path(instance.data_dir)  # {canal.file.data.dir}/{destination}
         meta: MetaManager
         if instance.meta_mode is MetaMode.MEMORY:
             meta = MemoryMetaManager()
+        elif instance.meta_mode is MetaMode.PERIOD_MIXED:
+            # default-instance.xml: memory + ZooKeeper (canal.zkServers, a client shared per server string)
+            meta = PeriodMixedMetaManager(instance.zk_servers, flush_period_ms=instance.zookeeper_flush_period,
+                                          fence=fence, session_timeout_ms=instance.zookeeper_session_timeout)
         else:
-            # file-mixed (zookeeper modes arrive with the HA issue): {canal.file.data.dir}/{dest}/meta.dat
+            # file-mixed: {canal.file.data.dir}/{dest}/meta.dat
             meta = FileMixedMetaManager(instance.file_data_dir, flush_period_ms=instance.meta_flush_period_ms)
         sc = instance.store_config()
         store = MemoryEventStore(sc.buffer_size, sc.buffer_memunit, sc.batch_mode.value, sc.ddl_isolation)

@@ -1,6 +1,6 @@
 """Canal's meta layer: client subscriptions, cursors and outstanding batches, with Canal's rules, JSON and
-error texts. See manager.py (interface, memory), file.py (file-mixed), ledger.py (get/ack/rollback rules),
-compare.py (cursor ordering)."""
+error texts. See manager.py (interface, memory), file.py (file-mixed), zookeeper.py (zookeeper, period-mixed,
+the fence), ledger.py (get/ack/rollback rules), compare.py (cursor ordering)."""
 
 from .compare import compare_positions, journal_key, min_position
 from .errors import BatchNotExistError, BatchOrderError, CanalMetaError, MetaStoreError, NotSubscribedError
@@ -8,6 +8,13 @@ from .file import META_FILE_NAME, FileMixedMetaManager
 from .ledger import BatchLedger, meta_position_manager
 from .manager import MemoryMetaManager, MetaManager
 from .model import DEFAULT_CLIENT_ID, ClientIdentity, PositionRange, decode_meta_file, encode_meta_file
+from .zookeeper import (
+    Fence,
+    FencedError,
+    PeriodMixedMetaManager,
+    ZooKeeperMetaManager,
+    ZooKeeperPositionManager,
+)
 
 __all__ = [
     "DEFAULT_CLIENT_ID",
@@ -17,12 +24,17 @@ __all__ = [
     "BatchOrderError",
     "CanalMetaError",
     "ClientIdentity",
+    "Fence",
+    "FencedError",
     "FileMixedMetaManager",
     "MemoryMetaManager",
     "MetaManager",
     "MetaStoreError",
     "NotSubscribedError",
+    "PeriodMixedMetaManager",
     "PositionRange",
+    "ZooKeeperMetaManager",
+    "ZooKeeperPositionManager",
     "compare_positions",
     "decode_meta_file",
     "encode_meta_file",

@@ -12,8 +12,9 @@ handed to the store. Implementations:
 - ``MetaPositionManager(min_cursor)``: the minimum client cursor of the destination (Canal's
   MetaLogPositionManager); persisting is a no-op, the clients' acks move it.
 
-A ZooKeeper implementation (``/otter/canal/destinations/{dest}/parse``) plugs in by subclassing
-``PositionManager``; ``encode_position`` / ``decode_position`` give the payload bytes.
+The ZooKeeper implementation (``/otter/canal/destinations/{dest}/parse``, Canal's ZooKeeperLogPositionManager)
+is ``canal_core.meta.zookeeper.ZooKeeperPositionManager``; ``encode_position`` / ``decode_position`` give the
+payload bytes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,354 @@
+"""ServerRunningMonitor on the private ZooKeeper: one active per destination, Canal's failover timing
+(standbys wait 5 s; the previous active re-grabs at once), and split-brain safety: a server cut off from
+ZooKeeper by a TCP proxy stops before the standby starts, and its writes are refused by the fence.
+
+Sessions are 2 s here (the server allows 1 s); Canal's 90 s default is canal.zookeeper.session.timeout."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from canal_core.meta import ClientIdentity, FencedError, ZooKeeperMetaManager
+from canal_core.meta import zookeeper as z
+from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.server.running import ServerRegistration, ServerRunningMonitor
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 2000
+DEST = "example"
+A, B = "10.0.0.1:11111", "10.0.0.2:11111"
+
+
+class Recorder:
+    """on_start / on_stop callbacks that record (what, monotonic time)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, float]] = []
+        self.lock = threading.Lock()
+
+    def cb(self, what: str) -> Callable[[], None]:
+        def f() -> None:
+            with self.lock:
+                self.events.append((what, time.monotonic()))
+        return f
+
+    def times(self, what: str) -> list[float]:
+        with self.lock:
+            return [t for w, t in self.events if w == what]
+
+    def kinds(self) -> list[str]:
+        with self.lock:
+            return [w for w, _ in self.events]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> float:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(step)
+    return time.monotonic()
+
+
+class CuttableProxy:
+    """A TCP proxy to ZooKeeper that can be cut: while cut, nothing is read or forwarded on any connection
+    (the peers see a silent network, no FIN, no RST) and new connections are held without an upstream."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.cut_event = threading.Event()
+        self.closing = threading.Event()
+        self.socks: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.socks.append(down)
+            if self.cut_event.is_set():
+                continue  # held: the client waits for a handshake that never comes
+            try:
+                up = socket.create_connection(self.target, timeout=3)
+            except OSError:
+                down.close()
+                continue
+            with self.lock:
+                self.socks.append(up)
+            for src, dst in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while not self.closing.is_set():
+                if self.cut_event.is_set():
+                    time.sleep(0.02)
+                    continue
+                r, _, _ = select.select([src], [], [], 0.05)
+                if not r or self.cut_event.is_set():
+                    continue
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except (OSError, ValueError):
+            pass
+        for s in (src, dst):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.cut_event.set()
+
+    def restore(self) -> None:
+        """Drop every connection (the old ones are broken anyway) and forward new ones again."""
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self.cut_event.clear()
+
+    def close(self) -> None:
+        self.closing.set()
+        self.listener.close()
+        self.restore()
+
+
+def _hostport(connect: str) -> tuple[str, int]:
+    host, _, port = connect.split("/", 1)[0].rpartition(":")
+    return host, int(port)
+
+
+def _chroot(connect: str) -> str:
+    return "/" + connect.split("/", 1)[1]
+
+
+@pytest.fixture
+def clients(zk_chroot: str) -> Iterator[Callable[..., KazooClient]]:
+    """Factory of started kazoo clients (2 s sessions) on the test's chroot, optionally via a proxy port."""
+    made: list[KazooClient] = []
+
+    def make(port: int | None = None) -> KazooClient:
+        host, real = _hostport(zk_chroot)
+        c = z.new_client(f"{host}:{port or real}{_chroot(zk_chroot)}", session_timeout_ms=SESSION_MS)
+        c.start(timeout=10)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+        c.close()
+
+
+def _monitor(zk: KazooClient, address: str, rec: Recorder, delay_s: float = 5.0) -> ServerRunningMonitor:
+    return ServerRunningMonitor(zk, DEST, address, on_start=rec.cb("start"), on_stop=rec.cb("stop"),
+                                delay_s=delay_s)
+
+
+def _running(zk: KazooClient) -> dict[str, Any] | None:
+    got = zk.exists(z.server_running_path(DEST))
+    return json.loads(zk.get(z.server_running_path(DEST))[0]) if got else None
+
+
+def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooClient]) -> None:
+    look = clients()
+    ra, rb = Recorder(), Recorder()
+    za, zb = clients(), clients()
+    a, b = _monitor(za, A, ra), _monitor(zb, B, rb)
+    a.start()
+    assert a.wait_for_active(5)
+    b.start()
+    time.sleep(0.5)
+    try:
+        assert a.is_active and not b.is_active and ra.kinds() == ["start"] and rb.kinds() == []
+        assert look.get(z.server_running_path(DEST))[0] == b'{"active":true,"address":"10.0.0.1:11111"}'
+        assert look.exists(z.server_running_path(DEST)).ephemeralOwner == za.client_id[0]
+        assert sorted(look.get_children(z.destination_cluster_root(DEST))) == [A, B]
+        assert b.active_address == A
+        fence_a = a.fence.version
+        assert fence_a is not None and look.exists(z.fence_path(DEST)).version == fence_a
+
+        za.stop()  # the active's session ends (its ephemeral nodes go at once)
+        t_gone = time.monotonic()
+        t_b = wait_for(lambda: b.is_active, 12)
+        assert 5.0 <= t_b - t_gone < 10.0, t_b - t_gone  # Canal's 5 s delay, then at once
+        assert ra.kinds() == ["start", "stop"] and rb.kinds() == ["start"]
+        assert ra.times("stop")[0] < rb.times("start")[0]
+        assert _running(look) == {"active": True, "address": B}
+        assert b.fence.version == fence_a + 1 and a.fence.version is None
+        assert look.get_children(z.destination_cluster_root(DEST)) == [B]
+    finally:
+        b.stop()
+        a.stop()
+    assert rb.kinds() == ["start", "stop"]
+    assert look.exists(z.server_running_path(DEST)) is None
+    assert look.get_children(z.destination_cluster_root(DEST)) == []
+
+
+def test_previous_active_regrabs_at_once_after_its_session_expired(clients: Callable[..., KazooClient],
+                                                                  zk_chroot: str) -> None:
+    look = clients()
+    ra, rb = Recorder(), Recorder()
+    za, zb = clients(), clients()
+    a, b = _monitor(za, A, ra), _monitor(zb, B, rb)
+    a.start()
+    assert a.wait_for_active(5)
+    b.start()
+    time.sleep(0.3)
+    fence0 = a.fence.version
+    try:
+        # expire A's session from outside (a second connection with its id closes it): A did not release
+        thief = KazooClient(hosts=zk_chroot, client_id=za.client_id)
+        thief.start(timeout=10)
+        thief.stop()
+        thief.close()
+        t0 = time.monotonic()
+        wait_for(lambda: len(ra.times("start")) == 2, 4)
+        assert ra.times("start")[1] - t0 < 3.0  # at once, not after the 5 s delay
+        assert ra.kinds() == ["start", "stop", "start"]
+        assert a.fence.version is not None and a.fence.version > fence0  # a new epoch
+        time.sleep(max(0.0, t0 + 5.0 + 1.5 - time.monotonic()))  # past B's delay: B tried and lost
+        assert rb.kinds() == [] and not b.is_active and a.is_active
+        assert _running(look) == {"active": True, "address": A}
+        assert look.exists(z.server_running_path(DEST)).ephemeralOwner == za.client_id[0]
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_stop_releases_and_a_standby_takes_over_after_its_delay(clients: Callable[..., KazooClient]) -> None:
+    look = clients()
+    ra, rb = Recorder(), Recorder()
+    a, b = _monitor(clients(), A, ra, delay_s=1.0), _monitor(clients(), B, rb, delay_s=1.0)
+    a.start()
+    assert a.wait_for_active(5)
+    b.start()
+    time.sleep(0.3)
+    a.stop()
+    t_b = wait_for(lambda: b.is_active, 5)
+    try:
+        assert ra.kinds() == ["start", "stop"]
+        assert t_b - ra.times("stop")[0] >= 1.0  # B waited its delay
+        assert _running(look) == {"active": True, "address": B}
+        assert look.get_children(z.destination_cluster_root(DEST)) == [B]
+        # a running node rewritten to "active":false for B is a voluntary release (Canal's rule)
+        look.set(z.server_running_path(DEST), z.encode_server_running(B, active=False))
+        wait_for(lambda: not b.is_active, 3)
+        assert rb.kinds() == ["start", "stop"] and look.exists(z.server_running_path(DEST)) is None
+        wait_for(lambda: b.is_active, 3)  # nobody else: B competes again after its delay
+    finally:
+        b.stop()
+
+
+def test_split_brain_cut_active_stops_first_and_is_fenced(clients: Callable[..., KazooClient],
+                                                         zk_chroot: str) -> None:
+    proxy = CuttableProxy(_hostport(zk_chroot))
+    look = clients()
+    ra, rb = Recorder(), Recorder()
+    za = clients(proxy.port)  # A reaches ZooKeeper only through the proxy
+    zb = clients()
+    a, b = _monitor(za, A, ra), _monitor(zb, B, rb)
+    client = ClientIdentity(DEST, 1001)
+    ident = LogIdentity("127.0.0.1", 3306, -1)
+    try:
+        a.start()
+        assert a.wait_for_active(5)
+        b.start()
+        time.sleep(0.3)
+        meta_a = ZooKeeperMetaManager(za, fence=a.fence)
+        meta_a.start()
+        meta_a.subscribe(client)
+        meta_a.update_cursor(client, LogPosition(ident, EntryPosition("mysql-bin.000001", 100)))
+        stale = a.fence.pinned()  # what A would still hold if it had been paused through the failover
+
+        proxy.cut()
+        t_cut = time.monotonic()
+        t_b = wait_for(lambda: b.is_active, 15)
+        t_a_stop = ra.times("stop")[0]
+        t_b_start = rb.times("start")[0]
+        # A stopped on its own, from the silence alone, before its session could expire ...
+        assert t_a_stop - t_cut < SESSION_MS / 1000, t_a_stop - t_cut
+        # ... and so well before B started (the session expiry plus B's 5 s delay later)
+        assert t_a_stop < t_b_start and t_b_start - t_a_stop > 5.0, (t_a_stop - t_cut, t_b_start - t_cut)
+        assert t_b - t_cut < SESSION_MS / 1000 + 5.0 + 3.0
+        assert not a.is_active and a.fence.version is None and b.fence.version == stale.version + 1
+
+        # A's own manager refuses at once, without asking ZooKeeper (its fence was released on the cut)
+        t0 = time.monotonic()
+        with pytest.raises(FencedError, match="not the active one"):
+            meta_a.update_cursor(client, LogPosition(ident, EntryPosition("mysql-bin.000001", 999)))
+        assert time.monotonic() - t0 < 0.5
+        # a stale holder that still believes in its old version is refused by ZooKeeper itself
+        with ZooKeeperMetaManager(look, fence=stale) as meta_stale:
+            with pytest.raises(FencedError, match=r"write refused, another server became active"):
+                meta_stale.update_cursor(client, LogPosition(ident, EntryPosition("mysql-bin.000001", 999)))
+            with pytest.raises(FencedError):
+                meta_stale.unsubscribe(client)
+        # the new active writes
+        with ZooKeeperMetaManager(zb, fence=b.fence) as meta_b:
+            meta_b.update_cursor(client, LogPosition(ident, EntryPosition("mysql-bin.000001", 200)))
+            assert meta_b.get_cursor(client) == LogPosition(ident, EntryPosition("mysql-bin.000001", 200))
+
+        # the network comes back: A's session is gone, B holds the node, A stays a standby
+        proxy.restore()
+        wait_for(lambda: za.connected, 10)
+        time.sleep(0.5)
+        assert not a.is_active and b.is_active and ra.kinds() == ["start", "stop"] and rb.kinds() == ["start"]
+        assert _running(look) == {"active": True, "address": B}
+        with ZooKeeperMetaManager(za, fence=stale) as meta_stale2:
+            with pytest.raises(FencedError):
+                meta_stale2.update_cursor(client, LogPosition(ident, EntryPosition("mysql-bin.000001", 999)))
+        cursor = json.loads(look.get(z.cursor_path(DEST, 1001))[0])
+        assert cursor["postion"]["position"] == 200
+        meta_a.stop()
+    finally:
+        a.stop()
+        b.stop()
+        proxy.close()
+
+
+def test_server_registration_survives_a_session_expiry(clients: Callable[..., KazooClient], zk_chroot: str) -> None:
+    look = clients()
+    zs = clients()
+    reg = ServerRegistration(zs, A)
+    reg.start()
+    try:
+        assert look.get_children("/otter/canal/cluster") == [A]
+        assert look.exists(f"/otter/canal/cluster/{A}").ephemeralOwner == zs.client_id[0]
+        old = zs.client_id[0]
+        thief = KazooClient(hosts=zk_chroot, client_id=zs.client_id)
+        thief.start(timeout=10)
+        thief.stop()
+        thief.close()
+        wait_for(lambda: zs.connected and zs.client_id[0] != old
+                 and (st := look.exists(f"/otter/canal/cluster/{A}")) is not None
+                 and st.ephemeralOwner == zs.client_id[0], 8)
+    finally:
+        reg.stop()
+    assert look.get_children("/otter/canal/cluster") == []
