@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 if TYPE_CHECKING:  # pragma: no cover
     from canal_core.server.embedded import CanalServerWithEmbedded
@@ -80,12 +80,40 @@ class CanalSource(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
+    # one source per destination per process, in a registry of each subclass's own
+    _registry: dict[tuple[Any, ...], Any]
+    _registry_lock = threading.Lock()
+
+    @classmethod
+    def registry_key(cls, config: PipelineConfig) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    @classmethod
+    def for_config(cls, config: PipelineConfig) -> Self:
+        """The process-wide source of the config's destination (created, not started, on first call); every
+        one is closed when the process exits (an embedded instance flushes its acked cursors then)."""
+        key = cls.registry_key(config)
+        with cls._registry_lock:
+            if not cls._registry:
+                atexit.register(cls.close_all)
+            src = cls._registry.get(key)
+            if src is None:
+                src = cls._registry[key] = cls(config)  # type: ignore[call-arg]
+            return src  # type: ignore[no-any-return]
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._registry_lock:
+            sources = list(cls._registry.values())
+            cls._registry.clear()
+        for s in sources:
+            s.close()
+
 
 class EmbeddedCanalSource(CanalSource):
     """The destination's CanalInstance in this process, with TIMESTAMP text rendered in UTC."""
 
-    _registry: dict[tuple[str, str, int], EmbeddedCanalSource] = {}
-    _registry_lock = threading.Lock()
+    _registry: dict[tuple[Any, ...], Any] = {}
 
     def __init__(self, config: PipelineConfig) -> None:
         from canal_core.meta import ClientIdentity
@@ -99,16 +127,8 @@ class EmbeddedCanalSource(CanalSource):
         self._lockfile: TextIO | None = None
 
     @classmethod
-    def for_config(cls, config: PipelineConfig) -> EmbeddedCanalSource:
-        """The process-wide source of the config's destination (created, not started, on first call)."""
-        key = (str(config.canal.conf_dir), config.destination, config.canal.client_id)
-        with cls._registry_lock:
-            if not cls._registry:  # flush the meta (acked cursors) when the code server exits
-                atexit.register(cls.close_all)
-            src = cls._registry.get(key)
-            if src is None:
-                src = cls._registry[key] = cls(config)
-            return src
+    def registry_key(cls, config: PipelineConfig) -> tuple[Any, ...]:
+        return (str(config.canal.conf_dir), config.destination, config.canal.client_id)
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -170,14 +190,6 @@ class EmbeddedCanalSource(CanalSource):
                 self._server.stop_all()
             self._server, self._instance, self._epoch = None, None, ""
             self._unlock_data_dir()
-
-    @classmethod
-    def close_all(cls) -> None:
-        with cls._registry_lock:
-            sources = list(cls._registry.values())
-            cls._registry.clear()
-        for s in sources:
-            s.close()
 
     # --- the streaming API -------------------------------------------------------------------------------
 
@@ -253,8 +265,7 @@ class RemoteCanalSource(CanalSource):
     epoch, and the sensor neither acks nor rolls back their ids (their entries come again from the cursor).
     The server renders TIMESTAMP text in its own zone (as Canal's JVM does): run it with TZ=UTC."""
 
-    _registry: dict[tuple[str, str, str, int], RemoteCanalSource] = {}
-    _registry_lock = threading.Lock()
+    _registry: dict[tuple[Any, ...], Any] = {}
 
     def __init__(self, config: PipelineConfig) -> None:
         from canal_core.client.connector import ClusterConnector
@@ -273,24 +284,9 @@ class RemoteCanalSource(CanalSource):
         self._epoch = ""
 
     @classmethod
-    def for_config(cls, config: PipelineConfig) -> RemoteCanalSource:
+    def registry_key(cls, config: PipelineConfig) -> tuple[Any, ...]:
         c = config.canal
-        key = (c.mode, c.address or c.zk_servers, config.destination, c.client_id)
-        with cls._registry_lock:
-            if not cls._registry:
-                atexit.register(cls.close_all)
-            src = cls._registry.get(key)
-            if src is None:
-                src = cls._registry[key] = cls(config)
-            return src
-
-    @classmethod
-    def close_all(cls) -> None:
-        with cls._registry_lock:
-            sources = list(cls._registry.values())
-            cls._registry.clear()
-        for s in sources:
-            s.close()
+        return (c.mode, c.address or c.zk_servers, config.destination, c.client_id)
 
     def _zk_addresses(self) -> list[tuple[str, int]]:
         if self._zk is None:  # started on first use, never at import (run processes import this module)

@@ -18,6 +18,7 @@ import pytest
 from pipelines.config import PipelineConfig
 from pipelines.lake import Lake
 from tests.integration.pipeline_driver import Driver, make_config
+from tests.integration.test_canal_server import _free_port
 from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
     SCHEMA,
     Workload,
@@ -30,12 +31,6 @@ from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent / "canal-server"
-
-
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
 
 
 class Server:
