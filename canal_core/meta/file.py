@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..parse.position import write_atomically
 from .errors import MetaStoreError
-from .manager import MemoryMetaManager
+from .manager import MemoryMetaManager, periodic_flush
 from .model import decode_meta_file, encode_meta_file
 
 log = logging.getLogger(__name__)
@@ -84,16 +84,7 @@ class FileMixedMetaManager(MemoryMetaManager):
     def _flush_loop(self) -> None:
         if self.flush_period_ms == 0:
             return  # synchronous mode: nothing to do periodically
-        period = self.flush_period_ms / 1000.0
-        while not self._stopping.is_set():
-            self._wake.wait(period)
-            self._wake.clear()
-            if self._stopping.is_set():
-                return  # stop() does the final flush
-            try:
-                self.flush()
-            except MetaStoreError as e:
-                log.error("%s", e)
+        periodic_flush(self.flush, self.flush_period_ms, self._stopping, self._wake)
 
     # ---- persistence hooks ----
     def _touch(self, destination: str) -> None:

@@ -16,12 +16,14 @@ Rules kept from Canal:
 
 from __future__ import annotations
 
+import logging
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from ..parse.model import LogPosition
 from .compare import min_position
-from .errors import BatchOrderError
+from .errors import BatchOrderError, MetaStoreError
 from .model import ClientIdentity, PositionRange
 
 
@@ -125,6 +127,23 @@ class _ClientBatches:
         if out_of_order:
             self.ranges = dict(sorted(self.ranges.items()))
         return batch_id
+
+
+def periodic_flush(flush: Callable[[], None], period_ms: int, stopping: threading.Event,
+                   wake: threading.Event) -> None:
+    """The flush thread of a mixed meta manager (memory + a periodic write to a file or ZooKeeper): ``flush``
+    every ``period_ms`` (sooner when ``wake`` is set) until ``stopping``; stop() does the final flush. A failed
+    flush is logged and tried again next period: the cursors stay in memory meanwhile."""
+    period = period_ms / 1000.0
+    while not stopping.is_set():
+        wake.wait(period)
+        wake.clear()
+        if stopping.is_set():
+            return
+        try:
+            flush()
+        except MetaStoreError as e:
+            logging.getLogger(__name__).error("%s", e)
 
 
 class MemoryMetaManager(MetaManager):

@@ -73,7 +73,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from ..parse.model import LogPosition
 from ..parse.position import PositionManager, PositionStoreError, decode_position, encode_position
 from .errors import BatchOrderError, MetaStoreError
-from .manager import MemoryMetaManager, MetaManager
+from .manager import MemoryMetaManager, MetaManager, periodic_flush
 from .model import ClientIdentity, PositionRange, dumps, log_position_dict, log_position_from_dict
 
 log = logging.getLogger(__name__)
@@ -782,16 +782,7 @@ class PeriodMixedMetaManager(MemoryMetaManager):
         self.zookeeper.stop()
 
     def _flush_loop(self) -> None:
-        period = self.flush_period_ms / 1000.0
-        while not self._stopping.is_set():
-            self._wake.wait(period)
-            self._wake.clear()
-            if self._stopping.is_set():
-                return  # stop() does the final flush
-            try:
-                self.flush()
-            except MetaStoreError as e:
-                log.error("%s", e)
+        periodic_flush(self.flush, self.flush_period_ms, self._stopping, self._wake)
 
     # ---- persistence hooks ----
     def _touch(self, destination: str) -> None:
