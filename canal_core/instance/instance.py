@@ -14,11 +14,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pymysql
+
 from ..entry.convert import EntryConverter
 from ..meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, meta_position_manager
 from ..meta.zookeeper import Fence, PeriodMixedMetaManager
-from ..parse.history import SchemaHistory
-from ..parse.model import LogPosition
+from ..parse.history import SchemaHistory, format_position
+from ..parse.model import EntryPosition, LogPosition
 from ..parse.parser import EventParser, ParserConfig
 from ..parse.position import FailbackPositionManager, MemoryPositionManager, write_atomically
 from ..server.embedded import Destination
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 class CanalInstance(Destination):
     def __init__(self, name: str, parser_config: ParserConfig, *, store: MemoryEventStore, meta: MetaManager,
                  history: SchemaHistory, event_filter: Any = None, transaction_size: int = 1024,
-                 filter_transaction_entry: bool = False, timezone: str | None = None) -> None:
+                 filter_transaction_entry: bool = False, timezone: str | None = None,
+                 bootstrap_empty_history: bool = False) -> None:
         super().__init__(name, store, meta, parser_config.master.identity)
         self.history = history
         self.sink = EntrySink(self._put, transaction_size=transaction_size,
@@ -40,8 +43,25 @@ class CanalInstance(Destination):
         self.positions = FailbackPositionManager(MemoryPositionManager(), meta_position_manager(meta))
         self.parser = EventParser(parser_config, sink=self.sink, history=history, positions=self.positions,
                                   converter_factory=lambda ident: EntryConverter(ident, timezone=timezone),
-                                  event_filter=event_filter)
+                                  event_filter=event_filter,
+                                  restore_history=self._restore_history if bootstrap_empty_history else None)
         self.filter_listeners.append(self._replace_filter)
+
+    def _restore_history(self, as_of: EntryPosition) -> None:
+        """HA: a server taking a destination over resumes at a cursor another server wrote, with no schema
+        history of its own yet. It then bootstraps one from the live schema at that position, as Canal's TSDB
+        does when it holds nothing; a table changed since fails check_table_map loudly (not a misdecode)."""
+        if self.history.empty:
+            src = self.parser.source
+            log.warning("%s: no local schema history: taking it from %s's live schema as of %s (a standby taking "
+                        "over)", self.name, src.address, format_position(as_of))
+            conn = pymysql.connect(host=src.host, port=src.port, user=src.user, password=src.password, ssl=src.ssl)
+            try:
+                self.history.bootstrap(conn, as_of, schemas=self.parser.config.bootstrap_schemas)
+            finally:
+                conn.close()
+            return
+        self.history.restore(as_of)
 
     def _put(self, entries: list[Any]) -> None:
         # blocks while the store is full: back-pressure on the parser
@@ -86,7 +106,8 @@ class CanalInstance(Destination):
         return cls(instance.destination, instance.parser_config(), store=store, meta=meta, history=history,
                    event_filter=instance.event_filter(), transaction_size=instance.transaction_size,
                    filter_transaction_entry=instance.filter_config().get(
-                       "canal.instance.filter.transaction.entry", "false") == "true", timezone=timezone)
+                       "canal.instance.filter.transaction.entry", "false") == "true", timezone=timezone,
+                   bootstrap_empty_history=fence is not None)
 
 
 class _AckedSourcePosition:

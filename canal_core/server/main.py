@@ -12,6 +12,10 @@ start (exit code 1, the reason on stderr and in the log).
 The run directory (default: <conf>/../logs, as Canal's layout) holds canal.pid, canal/canal.log (the
 server's log), <destination>/<destination>.log (each destination's log) and canal/status.json
 (refreshed every few seconds: destinations, their state and the store/parser counters, the TCP address).
+
+With canal.zkServers set the server joins the HA cluster (docs/zookeeper.md): a destination runs here only
+while ZooKeeper elects this server ("standby" otherwise); status.json's "ha" section says which server is
+active and since when. ZooKeeper unreachable at start fails the start like a busy port.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..instance.config import ConfigError
+from ..meta import MetaStoreError
 from ..parse.position import write_atomically
 from .controller import CanalController
 
@@ -93,8 +98,17 @@ def status_of(ctl: CanalController) -> dict[str, Any]:
                       "put_mem": st.put_mem, "ack_mem": st.ack_mem, "put_rows": st.put_rows,
                       "ack_rows": st.ack_rows, "blocking_time": st.blocking_time},
         }
-    for name, err in ctl.failed.items():
+    for name, err in list(ctl.failed.items()):
         out["destinations"][name] = {"state": "failed", "last_error": err}
+    if ctl.ha:
+        ha: dict[str, Any] = {"address": ctl.address, "zkServers": ctl.canal.zk_servers, "destinations": {}}
+        for name, monitor in sorted(ctl.monitors.items()):
+            since = ctl.active_since.get(name)
+            ha["destinations"][name] = {"active": monitor.is_active, "running": monitor.active_address,
+                                        "since": int(since * 1000) if since is not None else None}
+            if name not in out["destinations"]:
+                out["destinations"][name] = {"state": "standby", "running": monitor.active_address}
+        out["ha"] = ha
     return out
 
 
@@ -130,14 +144,22 @@ def run(args: argparse.Namespace) -> int:
             log.error("canal-server cannot start: %s", msg)
             print(f"canal-server: {msg}", file=sys.stderr)
             return 1
+        except (MetaStoreError, ConfigError) as e:  # ZooKeeper unreachable, no address to register
+            log.error("canal-server cannot start: %s", e)
+            print(f"canal-server: {e}", file=sys.stderr)
+            return 1
         # written once serving: `canal-server start` waits for it, so a failed start is reported as such
         pid_file.write_text(str(os.getpid()))
-        log.info("canal-server started with %s", ", ".join(ctl.server.destinations()) or "no destination")
+        if ctl.ha:
+            log.info("canal-server started as %s in the HA cluster of %s with %s", ctl.address,
+                     ctl.canal.zk_servers, ", ".join(sorted(ctl.monitors)) or "no destination")
+        else:
+            log.info("canal-server started with %s", ", ".join(ctl.server.destinations()) or "no destination")
         while not done.wait(STATUS_PERIOD):
             _write_json(run_dir / "canal" / "status.json", status_of(ctl))
         _write_json(run_dir / "canal" / "status.json", status_of(ctl))
     finally:
-        ctl.stop()  # TCP server closed, then the meta managers flush
+        ctl.stop()  # TCP server closed, then the meta managers flush (HA: then the running nodes are released)
         log.info("canal-server stopped")
         if _pid(run_dir) == os.getpid():
             pid_file.unlink(missing_ok=True)
@@ -211,6 +233,8 @@ def status(args: argparse.Namespace) -> int:
         if st.get("tcp"):
             host = st["tcp"]["host"]
             tcp = f"; tcp {'*' if host in ('', '::', '0.0.0.0') else host}:{st['tcp']['port']}"
+        if st.get("ha"):
+            tcp += f"; HA as {st['ha'].get('address')} ({st['ha'].get('zkServers')})"
     except (FileNotFoundError, ValueError):
         dests = "(starting)"
     print(f"canal-server: running (pid {pid}): {dests}{tcp}")
