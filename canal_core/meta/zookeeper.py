@@ -517,6 +517,7 @@ class ZooKeeperMetaManager(MetaManager):
     # ---- subscriptions ----
     def subscribe(self, client: ClientIdentity) -> None:
         d, cid = client.destination, client.client_id
+        self._writer.precheck(d)  # a server that lost its fence fails here, not after ZooKeeper timeouts
         self._ensure_destination(d)
 
         def build() -> list[_Op]:
