@@ -2,13 +2,16 @@
 real daemon path, beside the usual non-CDC peer (a periodic full reload), in one run.
 
     .venv/bin/python bench/pipeline.py [--rate 20000] [--seconds 180] [--preload 100000] [--window-rows 600000]
+                                       [--spark-remote] [--peer none]
 
 Workload (bench/pipeline_workload.py): bench/decode.py's 14-column table in schema canal_bench, preloaded, then a
 writer process commits transactions of --tx-rows row changes (60% inserts, 25% updates, 15% deletes) at --rate
 row changes per second for --seconds, recording each commit's GTID and time.
 
 Ours: `dagster dev` (webserver, daemon, code server with the embedded Canal instance) on a temporary DAGSTER_HOME,
-Canal conf, pipeline.yaml, staging and lake; the canal sensor at sensor.interval_seconds (30); local Spark. The
+Canal conf, pipeline.yaml, staging and lake; the canal sensor at sensor.interval_seconds (30); local Spark, or with
+--spark-remote one long-lived Spark Connect server (scripts/spark-connect.sh, started before ours and stopped after;
+pipeline.yaml's spark.remote points the runs at it, so no run starts a JVM). The
 table is loaded by the sensor's canal_snapshot run first, then the writer starts. Each window: the sensor tick
 (getWithoutAck + staging + the previous window's ack), the run's launch, Spark start and warm-up, the changelog
 MERGE and the mirror MERGE, read back from the Dagster instance (tick times, run events, the changelog's
@@ -103,6 +106,8 @@ def write_conf(tmp: Path, args: argparse.Namespace) -> Path:
         "lake": {"root": str(tmp / "lake")},
         "spark": {"master": "local[2]", "conf": run_spark_conf(args, tmp)},
     }
+    if args.remote_url:   # the server has the event-log settings (server-level); the runs only their session conf
+        pipeline["spark"] = {"remote": args.remote_url, "conf": spark_conf(args)}
     path = conf / "pipeline.yaml"
     path.write_text(yaml.safe_dump(pipeline, sort_keys=False))
     return path
@@ -212,8 +217,11 @@ def run_ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     load = Load()
     dev = writer = None
     try:
-        dev = DG.start(env, log)
+        # the storage is created here, before the dagster processes: each of them creating a fresh SQLite storage
+        # at once races ("table jobs already exists", "more than one head")
         inst = DG.instance(home)
+        inst.upgrade()
+        dev = DG.start(env, log)
 
         def check() -> None:
             if dev is not None and dev.poll() is not None:
@@ -406,6 +414,9 @@ SUMMARY_ROWS = [("rows written", "rows_written", 0), ("writer rows/s", "writer_r
 
 def print_report(res: dict[str, Any]) -> None:
     ours, peers = res["ours"], res["peers"]
+    if res["config"].get("spark_remote"):
+        print("\nours ran through one long-lived Spark Connect server (spark.remote): spark: first step start -> "
+              "the run's\nConnect session is ready; warm-up: -> its first query on the server")
     print("\nours, per window. tick: sensor evaluation (getWithoutAck up to window.max_wait_seconds, staging, the "
           "previous\nwindow's ack); launch: run enqueued -> RUN_START; spark: first step start -> SparkContext "
           "start; warm-up:\nSparkContext start -> the run's first Spark query (session, Delta, JIT); changelog: "
@@ -462,6 +473,37 @@ def spark_conf(args: argparse.Namespace) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in args.spark_conf)
 
 
+def connect_env(tmp: Path) -> dict[str, str]:
+    """scripts/spark-connect.sh's environment for the bench's own server: state under ``tmp``, a free port."""
+    env = {**os.environ, "CANAL_SPARK_CONNECT_DIR": str(tmp / "spark-connect"),
+           "CANAL_SPARK_CONNECT_PORT": str(DG.free_port())}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    return env
+
+
+def start_connect(args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> str:
+    """Start the Spark Connect server (with the event logs the warm-up column needs); its sc:// URL."""
+    confs: list[str] = []
+    if args.spark_events:
+        (tmp / "spark-events").mkdir(exist_ok=True)
+        for k, v in {"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(tmp / "spark-events"),
+                     "spark.eventLog.compress": "false"}.items():
+            confs += ["--conf", f"{k}={v}"]
+    t0 = time.monotonic()
+    r = subprocess.run([str(ROOT / "scripts" / "spark-connect.sh"), "start", *confs], env=env, capture_output=True,
+                       text=True, timeout=300)
+    if r.returncode != 0:
+        raise BenchError(f"scripts/spark-connect.sh start failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    url = r.stdout.strip().splitlines()[-1]
+    say(f"Spark Connect server at {url} ({time.monotonic() - t0:.1f} s to accept a session)")
+    return url
+
+
+def stop_connect(env: dict[str, str] | None) -> None:
+    if env is not None:
+        subprocess.run([str(ROOT / "scripts" / "spark-connect.sh"), "stop"], env=env, capture_output=True, timeout=120)
+
+
 def run_spark_conf(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
     """The runs' Spark conf: --spark-conf, plus uncompressed event logs that tell when each run's first query
     started (Spark and Delta warm-up vs work)."""
@@ -485,6 +527,8 @@ def main() -> int:
                     help="spark.conf of the runs (and of the peer)")
     ap.add_argument("--no-spark-events", dest="spark_events", action="store_false",
                     help="no Spark event logs in the runs (and no warm-up column)")
+    ap.add_argument("--spark-remote", action="store_true",
+                    help="ours through one long-lived Spark Connect server (spark.remote) instead of a JVM per run")
     ap.add_argument("--peer", choices=["cold", "warm", "both", "none"], default="both",
                     help="cold: a process and SparkSession per reload; warm: one session throughout")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the snapshot, and for the drain")
@@ -502,9 +546,18 @@ def main() -> int:
     os.environ["CANAL_SPARK_WAREHOUSE"] = str(tmp / "warehouse")  # runs, peers and this process
     started = dt.datetime.now(dt.UTC)
     spark = None
+    args.remote_url = ""
+    cenv: dict[str, str] | None = None
     try:
+        if args.spark_remote:
+            cenv = connect_env(tmp)
+            args.remote_url = start_connect(args, tmp, cenv)
         raw = run_ours(args, tmp)
         raw["preload"] = args.preload
+        if cenv is not None:
+            stop_connect(cenv)   # also completes its event log, read for the warm-up column
+            cenv = None
+            DG.fill_first_queries(raw["windows"], tmp / "spark-events")
         from canal_core.sparkenv import spark_session_builder
 
         spark = spark_session_builder("bench-pipeline", "local[2]", spark_conf(args)).getOrCreate()
@@ -537,6 +590,7 @@ def main() -> int:
     finally:
         if spark is not None:
             spark.stop()
+        stop_connect(cenv)
         try:
             W.drop_schema(D.HOST, D.PORT)
         except Exception as e:  # the schema is ours alone: a leftover is harmless, say so and go on

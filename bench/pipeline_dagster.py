@@ -126,7 +126,7 @@ class Window:
     tick_end: float | None = None
     enqueued: float | None = None        # run created (QueuedRunCoordinator)
     started: float | None = None         # RUN_START: the run worker executes
-    spark_started: float | None = None   # SparkContext.startTime (changelog metadata)
+    spark_started: float | None = None   # SparkContext.startTime, or the Connect session's (changelog metadata)
     first_query: float | None = None     # the run's first Spark SQL execution (Spark event log)
     steps: dict[str, tuple[float, float]] = field(default_factory=dict)  # "changelog" / "mirror:<table>"
     visible: dict[str, float] = field(default_factory=dict)              # mirror table -> its materialization
@@ -211,6 +211,22 @@ def timelines(inst: Any, destination: str, sensor_name: str, events_dir: Path | 
         if w.spark_started is not None:
             w.first_query = queries.get(round(w.spark_started * 1000))
     return sorted(out, key=lambda w: w.window)
+
+
+def fill_first_queries(windows: list[Window], events_dir: Path) -> None:
+    """Spark Connect: every run is a session of one server application, so a run's first query is the server's
+    first SQL execution at or after the run's session was ready (window runs do not overlap)."""
+    import json
+
+    starts: list[float] = []
+    for f in sorted(events_dir.rglob("*")) if events_dir.is_dir() else []:
+        if f.is_file() and (f.name.startswith("events_") or f.name.startswith("local-")):
+            with open(f) as fh:
+                starts += [json.loads(line)["time"] / 1000 for line in fh if "SQLExecutionStart" in line[:120]]
+    starts.sort()
+    for w in windows:
+        if w.spark_started is not None:
+            w.first_query = next((t for t in starts if t >= w.spark_started), None)
 
 
 def first_queries(events_dir: Path) -> dict[int, float]:

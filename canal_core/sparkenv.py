@@ -4,9 +4,13 @@ Spark never resolves packages at run time here (no ``spark.jars.packages``, no I
 from ``delta_jar_dir()``, which ``scripts/delta-jars.sh`` (run by ``scripts/setup.sh``) populates once
 from Maven Central.  pyspark is imported lazily so importing this module stays cheap.
 
+The same settings start a long-lived Spark Connect server (``connect_server_argv``, used by
+``scripts/spark-connect.sh``): clients then use ``SparkSession.builder.remote("sc://127.0.0.1:PORT")`` and
+start no JVM of their own.
+
 Environment:
   CANAL_JAR_CACHE             the jar cache directory (default ~/.cache/canal-core/jars/delta-<version>)
-  CANAL_SPARK_DRIVER_MEMORY   driver memory for local sessions (default 1g)
+  CANAL_SPARK_DRIVER_MEMORY   driver memory for local sessions and the Connect server (default 1g)
   CANAL_SPARK_WAREHOUSE       spark.sql.warehouse.dir (default <repo>/.runtime/spark-warehouse)
 """
 
@@ -21,11 +25,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "CONNECT_SERVER_CLASS",
     "DELTA_JARS_VERSION",
     "DeltaJarsMissingError",
+    "connect_server_argv",
+    "connect_warm_up",
     "delta_jar_dir",
     "delta_jars",
+    "is_connect",
     "spark_session_builder",
+    "spark_settings",
 ]
 
 # The Delta build in the cache: <delta.version> in scripts/delta-jars/pom.xml (keep the two in step).
@@ -35,6 +44,8 @@ DELTA_JARS_VERSION = "4.4.0"
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# pyspark ships jars/spark-connect_2.13-<version>.jar on its own classpath: no extra jar for the server
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 class DeltaJarsMissingError(RuntimeError):
@@ -84,19 +95,13 @@ def _default_warehouse() -> Path | None:
     return None
 
 
-def spark_session_builder(
-    app_name: str,
-    master: str = "local[2]",
-    conf: dict[str, Any] | None = None,
-) -> SparkSession.Builder:
-    """A SparkSession.Builder for Delta Lake that starts offline from the jar cache.
+def spark_settings(master: str = "local[2]", conf: dict[str, Any] | None = None) -> dict[str, str]:
+    """The Spark settings of a Delta session (or Connect server) started offline from the jar cache.
 
-    ``conf`` entries override the defaults below.  Call ``.getOrCreate()`` on the result.
+    ``conf`` entries override the defaults below. For a local master this also sets SPARK_LOCAL_IP and
+    PYSPARK_PYTHON in os.environ (the JVM that getOrCreate() launches inherits them).
     """
-    from pyspark.sql import SparkSession
-
     jars = delta_jars()
-    local = master.startswith("local")
     settings: dict[str, Any] = {
         "spark.jars": ",".join(str(j) for j in jars),
         "spark.sql.extensions": DELTA_EXTENSION,
@@ -111,9 +116,8 @@ def spark_session_builder(
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.log.level": "WARN",
     }
-    if local:
+    if master.startswith("local"):
         # No hostname lookups / external interfaces: works on a machine without DNS or network.
-        # SPARK_LOCAL_IP is read by the JVM that getOrCreate() launches (it inherits os.environ).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers (UDFs) run this interpreter, with this environment's packages, not the system python3
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -130,8 +134,130 @@ def spark_session_builder(
         settings.update(conf)
     if "spark.jars.packages" in settings:
         raise ValueError("spark.jars.packages would resolve jars with Ivy at run time; use the jar cache")
+    return {k: str(v) for k, v in settings.items()}
+
+
+def spark_session_builder(
+    app_name: str,
+    master: str = "local[2]",
+    conf: dict[str, Any] | None = None,
+) -> SparkSession.Builder:
+    """A SparkSession.Builder for Delta Lake that starts offline from the jar cache.
+
+    ``conf`` entries override the defaults of ``spark_settings``.  Call ``.getOrCreate()`` on the result.
+    """
+    from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in settings.items():
-        builder = builder.config(key, str(value))
+    for key, value in spark_settings(master, conf).items():
+        builder = builder.config(key, value)
     return builder
+
+
+def connect_server_argv(port: int, master: str = "local[2]", conf: dict[str, Any] | None = None,
+                        app_name: str = "canal-spark-connect") -> list[str]:
+    """The spark-submit command line of a Spark Connect server on 127.0.0.1:``port`` with the settings of
+    ``spark_settings`` (Delta from the jar cache, offline). pyspark's own spark-submit runs it; the JVM is
+    the server (spark-submit execs it), so its pid is the command's."""
+    import pyspark
+
+    settings = spark_settings(master, conf)
+    memory = settings.pop("spark.driver.memory")
+    settings.update({
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+    })
+    submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    argv = [str(submit), "--master", master, "--name", app_name, "--driver-memory", memory,
+            "--class", CONNECT_SERVER_CLASS]
+    for key, value in settings.items():
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, "spark-internal"]   # spark-submit's placeholder resource for a class on its own classpath
+
+
+def connect_warm_up(url: str, scratch: Path, rows: int = 50_000, rounds: int = 3) -> float:
+    """Run the kinds of Delta work a pipeline run does (partitioned append with map columns and txn confs, MERGE
+    with conditions, log reads) a few times through a session of the Connect server at ``url``, on throw-away
+    tables under ``scratch``: the server's JIT and Delta code paths are warm before the first real run. Returns the
+    seconds it took."""
+    import shutil
+    import time
+
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    t0 = time.monotonic()
+    shutil.rmtree(scratch, ignore_errors=True)
+    log_t, mirror_t = scratch / "log", scratch / "mirror"
+    spark = RemoteSession.builder.remote(url).create()
+    try:
+        spark.sql(f"CREATE TABLE delta.`{log_t}` (id BIGINT, d DATE, img MAP<STRING, STRING>, s STRING) USING delta "
+                  "PARTITIONED BY (d)")
+        spark.sql(f"CREATE TABLE delta.`{mirror_t}` (id BIGINT, v STRING, n BIGINT, p BIGINT) USING delta "
+                  "TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.enableTypeWidening' = 'true')")
+        for i in range(rounds):
+            src = spark.range(i * rows, (i + 1) * rows).selectExpr(
+                "id", "date_add(DATE'2024-01-01', CAST(id % 2 AS INT)) AS d",
+                "map('k', CAST(id AS STRING), 'v', uuid()) AS img", "uuid() AS s")
+            spark.conf.set("spark.databricks.delta.write.txnAppId", "warm-up")
+            spark.conf.set("spark.databricks.delta.write.txnVersion", str(i))
+            src.write.format("delta").mode("append").save(str(log_t))
+            spark.conf.unset("spark.databricks.delta.write.txnAppId")
+            spark.conf.unset("spark.databricks.delta.write.txnVersion")
+            spark.range(rows // 2 * i, rows // 2 * i + rows).selectExpr(
+                "id", "CAST(id AS STRING) AS v", "id * 2 AS n", f"{i} AS p",
+                "IF(id % 7 = 0, 'D', 'U') AS op").createOrReplaceTempView("warm_src")
+            spark.sql(f"MERGE INTO delta.`{mirror_t}` t USING warm_src s ON t.id = s.id "
+                      "WHEN MATCHED AND s.op = 'D' AND t.p <= s.p THEN DELETE "
+                      "WHEN MATCHED AND s.op <> 'D' AND t.p <= s.p THEN UPDATE SET t.v = s.v, t.n = s.n, t.p = s.p "
+                      "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT (id, v, n, p) VALUES (s.id, s.v, s.n, s.p)"
+                      ).collect()
+            spark.sql(f"DESCRIBE HISTORY delta.`{log_t}` LIMIT 1").collect()
+            spark.read.text(f"{log_t}/_delta_log/*.json").selectExpr(
+                "from_json(value, 'txn STRUCT<appId: STRING, version: BIGINT>') AS a"
+            ).where("a.txn IS NOT NULL").collect()
+        spark.read.format("delta").load(str(mirror_t)).groupBy("p").count().collect()
+    finally:
+        spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return time.monotonic() - t0
+
+
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (no py4j, no SparkContext in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """``python -m canal_core.sparkenv connect-argv --port N [--conf K=V ...]``: the Connect server's command line,
+    one argument per line (for scripts/spark-connect.sh)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m canal_core.sparkenv")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("connect-argv", help="print the Spark Connect server's spark-submit command line")
+    c.add_argument("--port", type=int, required=True)
+    c.add_argument("--master", default="local[2]")
+    c.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    w = sub.add_parser("connect-warm-up", help="warm a Spark Connect server's JIT and Delta paths up")
+    w.add_argument("--url", required=True)
+    w.add_argument("--scratch", type=Path, required=True, help="a directory for throw-away tables")
+    args = ap.parse_args(argv)
+    if args.cmd == "connect-warm-up":
+        print(f"{connect_warm_up(args.url, args.scratch.resolve()):.1f}")
+        return 0
+    if any("=" not in kv for kv in args.conf):
+        ap.error("--conf takes KEY=VALUE")
+    try:
+        cmd = connect_server_argv(args.port, args.master, dict(kv.split("=", 1) for kv in args.conf))
+    except DeltaJarsMissingError as e:
+        print(f"sparkenv: {e}", file=sys.stderr)
+        return 1
+    if any("\n" in a for a in cmd):
+        print("sparkenv: a setting holds a newline", file=sys.stderr)
+        return 1
+    print("\n".join(cmd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -15,6 +15,7 @@ Environment overrides (tests, containers), applied after the file:
   CANAL_PIPELINE_STATE         paths.state
   CANAL_PIPELINE_LAKE          lake.root
   CANAL_PIPELINE_SPARK_MASTER  spark.master
+  CANAL_PIPELINE_SPARK_REMOTE  spark.remote
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _ENV_OVERRIDES = {
     "CANAL_PIPELINE_STATE": "paths.state",
     "CANAL_PIPELINE_LAKE": "lake.root",
     "CANAL_PIPELINE_SPARK_MASTER": "spark.master",
+    "CANAL_PIPELINE_SPARK_REMOTE": "spark.remote",
 }
 
 
@@ -104,6 +106,7 @@ class SparkSettings:
     master: str = "local[2]"
     app_name: str = "canal-pipeline"
     conf: Mapping[str, str] = field(default_factory=dict)
+    remote: str = ""                  # sc://host:port of a Spark Connect server (scripts/spark-connect.sh); "": local
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +337,8 @@ def _validate(cfg: PipelineConfig, file: Path | str) -> PipelineConfig:
         raise err("freshness.warn_seconds", "needs 0 < warn_seconds <= fail_seconds")
     if "spark.jars.packages" in cfg.spark.conf:
         raise err("spark.conf.spark.jars.packages", "Spark starts offline from the jar cache (scripts/delta-jars.sh)")
+    if cfg.spark.remote and not re.match(r"^sc://[^/\s]+", cfg.spark.remote):
+        raise err("spark.remote", f"{cfg.spark.remote!r} is not a Spark Connect URL (sc://host:port)")
 
     base = cfg.base_dir
     lake_root = cfg.lake.root if _URI.match(cfg.lake.root) else str(_abs(base, Path(cfg.lake.root)))

@@ -82,14 +82,12 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
     @op(name="optimize_and_vacuum")
     def optimize_and_vacuum(context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource,
                             lake: LakeResource) -> None:
-        from delta.tables import DeltaTable
-
         from . import lake as L
 
         session, lk = spark.session(), lake.lake()
         paths = [str(lk.changelog_path())] + [str(lk.mirror_path(*split_table(t))) for t in tables]
         for path in paths:
-            if not DeltaTable.isDeltaTable(session, path):
+            if not L.is_delta_table(session, path):
                 continue
             optimized = L.optimize(session, path) if config.optimize else {}
             vacuumed = L.vacuum(session, path, config.vacuum_retention_hours)

@@ -12,16 +12,20 @@ Tables under a lake root (a local path or an object-store URI; see docs/lake.md 
 Idempotency rests on two things: Delta's transaction identifiers (a write whose txnVersion is not above the
 one recorded for its appId is skipped, atomically with the commit) and, for the rows of a part that overlaps
 what was applied, the guard ``target (pos, row) <= source (pos, row)`` plus "latest change per key over a
-contiguous range". Needs a classic (py4j) SparkSession with the Delta extension (canal_core.sparkenv).
+contiguous range". Works on a classic SparkSession with the Delta extension (canal_core.sparkenv) and on a Spark
+Connect session to a server that has it (scripts/spark-connect.sh): every write is SQL or DataFrame API, only the
+table state is read differently (py4j on classic, the Delta log through Spark on Connect).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -38,6 +42,7 @@ from canal_core.parse.ddl import (
     TruncateTables,
     parse_ddl,
 )
+from canal_core.sparkenv import is_connect
 
 from .window import (
     COL_OP,
@@ -71,6 +76,7 @@ __all__ = [
     "apply_mirrors",
     "changelog_app_id",
     "drop_mirror",
+    "is_delta_table",
     "mirror_app_id",
     "mirror_tables",
     "mirror_version",
@@ -206,14 +212,117 @@ class TableState:
 
 
 def _delta_log(spark: SparkSession, path: str) -> Any:
-    """The Delta snapshot of ``path`` (fresh; version -1 when there is no table), through py4j."""
+    """The Delta snapshot of ``path`` (fresh; version -1 when there is no table), through py4j (classic only)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, path)  # type: ignore[attr-defined]
     return pair._2()
 
 
+# Error conditions of DESCRIBE HISTORY that mean "no Delta table at this path" (anything else is raised)
+_NO_TABLE = ("DELTA_TABLE_ONLY_OPERATION", "DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND")
+# the two actions a table state needs, as both a checkpoint (Parquet) and a commit line (JSON) hold them
+_ACTIONS = "txn STRUCT<appId: STRING, version: BIGINT>, metaData STRUCT<configuration: MAP<STRING, STRING>>"
+
+
+def _condition(exc: Exception) -> str:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        return str(get() or "") if get else ""
+    except Exception:  # pragma: no cover - an exception type without the method's backing fields
+        return ""
+
+
+def _log_version(spark: SparkSession, path: str) -> int:
+    """The table's latest version as Delta resolves it (listing the log), -1 when there is no Delta table."""
+    try:
+        row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
+    except Exception as exc:
+        if _condition(exc) in _NO_TABLE:
+            return -1
+        raise
+    return -1 if row is None else int(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class _LogSnapshot:
+    version: int
+    txns: dict[str, int]
+    properties: dict[str, str]
+
+
+def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
+    """The table state at its latest version, replayed from the Delta log through Spark (no py4j: works on Spark
+    Connect). Exact: the checkpoint named by ``_last_checkpoint`` plus every commit after it up to the version
+    Delta reports; a missing file is an error, never a guess. None when there is no table.
+
+    ``_last_checkpoint`` is read before the version so that its checkpoint is at or below that version (a
+    checkpoint is written after its commit). Only the txn and metaData actions are read (Parquet column pruning;
+    the commits' JSON parsed by Spark), the newest of each wins."""
+    from pyspark.sql import functions as F
+
+    log_dir = f"{path}/_delta_log"
+    try:
+        text = [r[0] for r in spark.read.text(f"{log_dir}/_last_checkpoint").collect()]
+        hint: dict[str, Any] | None = json.loads("".join(text)) if text else None
+    except Exception as exc:
+        if _condition(exc) not in _NO_TABLE:
+            raise
+        hint = None   # no checkpoint yet: replay from commit 0
+    version = _log_version(spark, path)
+    if version < 0:
+        return None
+    frames = []
+    first = 0
+    if hint is not None and int(hint["version"]) <= version:
+        cp = int(hint["version"])
+        first = cp + 1
+        if hint.get("v2Checkpoint"):   # a v2 checkpoint: its top file holds every non-file action
+            files = [f"{log_dir}/{hint['v2Checkpoint']['path']}"]
+        elif hint.get("parts"):
+            n = int(hint["parts"])
+            files = [f"{log_dir}/{cp:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)]
+        else:
+            files = [f"{log_dir}/{cp:020d}.checkpoint.parquet"]
+        if files[0].endswith(".json"):
+            df = spark.read.text(files).select(F.from_json("value", _ACTIONS).alias("a")).select("a.*")
+        else:
+            df = spark.read.schema(_ACTIONS).parquet(*files)
+        frames.append(df.select(F.lit(cp).cast("bigint").alias("v"), "txn", "metaData"))
+    if first <= version:
+        commits = [f"{log_dir}/{v:020d}.json" for v in range(first, version + 1)]
+        df = spark.read.text(commits).select(
+            F.regexp_extract("_metadata.file_name", r"^(\d+)\.json$", 1).cast("bigint").alias("v"),
+            F.from_json("value", _ACTIONS).alias("a"))
+        frames.append(df.select("v", "a.txn", "a.metaData"))
+    both = frames[0]
+    for f in frames[1:]:
+        both = both.unionByName(f)
+    try:
+        rows = both.where("txn IS NOT NULL OR metaData IS NOT NULL").collect()
+    except Exception as exc:
+        raise LakeError(f"{path}: cannot replay the Delta log up to version {version} ({_condition(exc) or 'error'}: "
+                        f"{str(exc).splitlines()[0][:300]})") from exc
+    txns: dict[str, tuple[int, int]] = {}
+    meta: tuple[int, dict[str, str]] | None = None
+    for r in rows:
+        if r["txn"] is not None and r["txn"]["appId"] is not None:
+            app, ver = r["txn"]["appId"], int(r["txn"]["version"])
+            if app not in txns or r["v"] >= txns[app][0]:
+                txns[app] = (int(r["v"]), ver)
+        if r["metaData"] is not None and (meta is None or r["v"] >= meta[0]):
+            meta = (int(r["v"]), dict(r["metaData"]["configuration"] or {}))
+    if meta is None:
+        raise LakeError(f"{path}: the Delta log up to version {version} has no metaData action")
+    return _LogSnapshot(version, {a: v for a, (_, v) in txns.items()}, meta[1])
+
+
 def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
     """Existence, Delta version, the txn version of ``app_id`` and the table properties, from one snapshot."""
+    if is_connect(spark):
+        ls = _log_snapshot(spark, path)
+        if ls is None:
+            return TableState(False, -1, None, {})
+        return TableState(True, ls.version, ls.txns.get(app_id), ls.properties)
     snap = _delta_log(spark, path)
     version = int(snap.version())
     if version < 0:
@@ -232,13 +341,23 @@ def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
 def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The latest Delta txn version recorded for ``app_id`` in the table at ``path`` (None: no table or none).
 
-    Reads the table's snapshot (checkpoint + log) through Delta's own DeltaLog, so it works for any path Spark
-    can read, object stores included."""
+    Reads the table's snapshot (checkpoint + log): on a classic session through Delta's own DeltaLog (py4j), on
+    Spark Connect by replaying the log through Spark; either works for any path Spark can read, object stores
+    included."""
+    if is_connect(spark):
+        return table_state(spark, path, app_id).position
     snap = _delta_log(spark, path)
     if int(snap.version()) < 0:
         return None
     opt = snap.transactions().get(app_id)
     return int(opt.get()) if opt.isDefined() else None
+
+
+def is_delta_table(spark: SparkSession, path: str) -> bool:
+    """A Delta table exists at ``path`` (a version was committed)."""
+    if is_connect(spark):
+        return _log_version(spark, path) >= 0
+    return int(_delta_log(spark, path).version()) >= 0
 
 
 def mirror_version(spark: SparkSession, lake: Lake, schema: str, table: str) -> int | None:
@@ -345,17 +464,37 @@ def _changelog_struct() -> StructType:
     return _spark_schema(changelog_schema())
 
 
-def _ensure_changelog(spark: SparkSession, path: str) -> None:
-    from delta.tables import DeltaTable
+def _create_table(spark: SparkSession, path: str, struct: StructType, *, partitioned_by: str | None = None,
+                  properties: dict[str, str] | None = None) -> None:
+    """CREATE TABLE IF NOT EXISTS at ``path``, in SQL (Delta's DeltaTable builder needs py4j or Delta's Connect
+    plugin; SQL needs only the session extension, on both kinds of session)."""
+    cols = ", ".join(f"{_q(f.name)} {f.dataType.simpleString()}" for f in struct.fields)
+    sql = f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({cols}) USING delta"
+    if partitioned_by:
+        sql += f" PARTITIONED BY ({_q(partitioned_by)})"
+    if properties:
+        sql += " TBLPROPERTIES (" + ", ".join(f"{_sql_str(k)} = {_sql_str(v)}" for k, v in properties.items()) + ")"
+    _retry_concurrent(lambda: spark.sql(sql), f"create {path}")
 
-    if table_state(spark, path, "").exists:
-        return
 
-    def create() -> None:
-        (DeltaTable.createIfNotExists(spark).location(path).addColumns(_changelog_struct())
-         .partitionedBy("event_date").execute())
+def _merge(spark: SparkSession, path: str, src: DataFrame, on: str, clauses: Sequence[str]) -> list[Any]:
+    """MERGE INTO the table at ``path`` (alias t) USING ``src`` (alias s), in SQL through a temporary view (for
+    the same reason as _create_table); Delta's result rows (none when the txn confs made Delta skip it)."""
+    view = f"_canal_src_{uuid.uuid4().hex}"
+    src.createOrReplaceTempView(view)
+    try:
+        sql = f"MERGE INTO delta.`{path}` AS t USING {view} AS s ON {on} " + " ".join(clauses)
+        return list(spark.sql(sql).collect())
+    finally:
+        spark.catalog.dropTempView(view)
 
-    _retry_concurrent(create, f"create {path}")
+
+def _ensure_changelog(spark: SparkSession, path: str, exists: bool | None = None) -> None:
+    """``exists``: the caller's knowledge of the table (None: look)."""
+    if exists is None:
+        exists = table_state(spark, path, "").exists
+    if not exists:
+        _create_table(spark, path, _changelog_struct(), partitioned_by="event_date")
 
 
 def _local(file: str) -> str | None:
@@ -418,24 +557,17 @@ def _changelog_merge(spark: SparkSession, path: str, src: DataFrame, file: str, 
 
     The literal pos and event_date bounds in the ON condition let Delta skip every file outside the window.
     (A staged changelog holds each change once, so the source needs no de-duplication.)"""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
     n, lo, hi, dlo, dhi = _bounds(src, file)
     if not n:
         return 0
-    cond = ((_col("t", "destination") == F.lit(destination)) & (_col("s", "destination") == F.lit(destination))
-            & _col("t", "server_id").eqNullSafe(_col("s", "server_id"))
-            & (_col("t", "pos") == _col("s", "pos")) & (_col("t", "row") == _col("s", "row"))
-            & _col("t", "pos").between(F.lit(lo), F.lit(hi)))
+    dest = _sql_str(destination)
+    on = (f"t.destination = {dest} AND s.destination = {dest} AND t.server_id <=> s.server_id "
+          f"AND t.pos = s.pos AND t.`row` = s.`row` AND t.pos BETWEEN {int(lo)} AND {int(hi)}")
     if dlo is not None:  # (rows without a date, which the contract does not produce, stay comparable)
-        cond = cond & (_col("t", "event_date").between(F.lit(dlo), F.lit(dhi)) | _col("t", "event_date").isNull())
-
-    def run() -> list[Any]:
-        out = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), cond).whenNotMatchedInsertAll().execute()
-        return out.collect() if out is not None else []
-
-    rows = _retry_concurrent(run, f"changelog merge into {path}")
+        on += (f" AND (t.event_date BETWEEN DATE'{dlo.isoformat()}' AND DATE'{dhi.isoformat()}'"
+               " OR t.event_date IS NULL)")
+    rows = _retry_concurrent(lambda: _merge(spark, path, src, on, ["WHEN NOT MATCHED THEN INSERT *"]),
+                             f"changelog merge into {path}")
     return int(rows[0]["num_inserted_rows"]) if rows else 0
 
 
@@ -479,12 +611,13 @@ def apply_changelog(spark: SparkSession, lake: Lake, window_dir: str | Path, man
     src = _read_changelog(spark, window_dir, manifest)
     if src is None:
         return 0
-    done = read_table_version(spark, path, app)
+    state = table_state(spark, path, app)
+    done = state.position
     if done is not None and version <= done:
         log.info("changelog: window %s (end %s) already applied (txn %s >= %s), skipped",
                  manifest.window, version, done, version)
         return 0
-    _ensure_changelog(spark, path)
+    _ensure_changelog(spark, path, state.exists)
     file = _file(window_dir, manifest.changelog or "")
     fresh = _append_safe(file, done)
     with _txn(spark, app, version, f"canal:window:{manifest.destination}:{manifest.window}:{version}"):
@@ -839,15 +972,7 @@ def _mirror_struct(part_schema: StructType) -> StructType:
 
 
 def _create_mirror(spark: SparkSession, path: str, struct: StructType, name: str) -> None:
-    from delta.tables import DeltaTable
-
-    def create() -> None:
-        b = DeltaTable.createIfNotExists(spark).location(path).addColumns(struct).property("canal.table", name)
-        for k, v in MIRROR_PROPERTIES.items():
-            b = b.property(k, v)
-        b.execute()
-
-    _retry_concurrent(create, f"create {path}")
+    _create_table(spark, path, struct, properties={"canal.table": name, **MIRROR_PROPERTIES})
 
 
 def _latest(df: DataFrame, keys: Sequence[str]) -> DataFrame:
@@ -876,36 +1001,30 @@ def _newer() -> Column:
     return (tp < sp) | ((tp == sp) & (tr <= sr))
 
 
+def _newer_sql() -> str:
+    """_newer() as SQL: (t._canal_pos, t._canal_row) <= (s._canal_pos, s._canal_row)."""
+    tp, sp, tr, sr = f"t.{_q(COL_POS)}", f"s.{_q(COL_POS)}", f"t.{_q(COL_ROW)}", f"s.{_q(COL_ROW)}"
+    return f"({tp} < {sp} OR ({tp} = {sp} AND {tr} <= {sr}))"
+
+
 def _merge_part(spark: SparkSession, path: str, src: DataFrame, keys: Sequence[str], mirror: StructType, *,
                 guard: bool, only_changed: bool = False) -> tuple[int, int, int] | None:
     """One MERGE of the latest change per key; (inserted, updated, deleted), None when Delta skipped it (txn)."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    cond = None
-    for k in keys:
-        c = _col("t", k) == _col("s", k)
-        cond = c if cond is None else cond & c
-    is_del = _col("s", COL_OP) == F.lit(OP_DELETE)
-    ok = _newer() if guard else F.lit(True)
-    changed = F.lit(True)
+    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
+    is_del = f"s.{_q(COL_OP)} = {_sql_str(OP_DELETE)}"
+    ok = _newer_sql() if guard else "TRUE"
+    changed = "TRUE"
     if only_changed:
-        same = None
-        for f in mirror.fields:
-            c = _col("t", f.name).eqNullSafe(_col("s", f.name))
-            same = c if same is None else same & c
-        changed = ~same  # type: ignore[operator]
-    assign = {_q(f.name): _col("s", f.name) for f in mirror.fields}
-
-    def run() -> list[Any]:
-        out = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), cond)
-               .whenMatchedDelete(is_del & ok)
-               .whenMatchedUpdate(~is_del & ok & changed, assign)
-               .whenNotMatchedInsert(~is_del, assign)
-               .execute())
-        return out.collect() if out is not None else []
-
-    rows = _retry_concurrent(run, f"merge into {path}")
+        changed = "NOT (" + " AND ".join(f"t.{_q(f.name)} <=> s.{_q(f.name)}" for f in mirror.fields) + ")"
+    names = [_q(f.name) for f in mirror.fields]
+    clauses = [
+        f"WHEN MATCHED AND ({is_del}) AND {ok} THEN DELETE",
+        f"WHEN MATCHED AND NOT ({is_del}) AND {ok} AND {changed} THEN UPDATE SET "
+        + ", ".join(f"t.{n} = s.{n}" for n in names),
+        f"WHEN NOT MATCHED AND NOT ({is_del}) THEN INSERT ({', '.join(names)}) VALUES "
+        f"({', '.join(f's.{n}' for n in names)})",
+    ]
+    rows = _retry_concurrent(lambda: _merge(spark, path, src, on, clauses), f"merge into {path}")
     if not rows:
         return None
     r = rows[0]
@@ -1304,6 +1423,14 @@ def remerge_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
 # ---- maintenance ------------------------------------------------------------------------------------------
 
 
+def _default_parallelism(spark: SparkSession) -> int:
+    """The cluster's default parallelism; a Connect client has no SparkContext, so there from the conf."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    value = spark.conf.get("spark.default.parallelism", None)
+    return int(value) if value and value.isdigit() else (os.cpu_count() or 2)
+
+
 def optimize(spark: SparkSession, path: str) -> dict[str, Any]:
     """OPTIMIZE (bin-packing compaction); Delta's metrics (numFilesAdded, numFilesRemoved, ...)."""
     row = spark.sql(f"OPTIMIZE delta.`{path}`").first()
@@ -1321,7 +1448,7 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float, *, parallelis
     from pyspark.sql import functions as F
 
     hours = float(retention_hours)
-    tasks = parallelism or max(4, 4 * spark.sparkContext.defaultParallelism)
+    tasks = parallelism or max(4, 4 * _default_parallelism(spark))
     settings: dict[str, str | None] = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": str(tasks)}
     if hours < 168:
         settings[_RETENTION_CHECK] = "false"

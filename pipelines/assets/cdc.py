@@ -295,7 +295,7 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
             written = L.apply_changelog(spark.session(), lake.lake(), Path(canal_window.path), manifest)
             return MaterializeResult(metadata={"rows": manifest.rows, "rows_written": int(written or 0),
                                                "tables": len(manifest.tables), **window_metadata(manifest),
-                                               "spark_started_at": spark.session().sparkContext.startTime / 1000})
+                                               "spark_started_at": spark.started_at})
         if context.has_partition_key_range:
             from .backfill import run_backfill
 

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# A long-lived local Spark Connect server with Delta Lake, so pipeline runs start no JVM of their own.
+#
+#   scripts/spark-connect.sh start [--conf KEY=VALUE ...]   # idempotent; waits until it accepts a session
+#   scripts/spark-connect.sh stop                           # SIGTERM, SIGKILL after CANAL_SPARK_CONNECT_STOP_TIMEOUT
+#   scripts/spark-connect.sh status                         # exit 0 when it answers
+#   scripts/spark-connect.sh url                            # sc://127.0.0.1:PORT (the configured or last port)
+#
+# The server is pyspark's own spark-submit running org.apache.spark.sql.connect.service.SparkConnectServer
+# (pyspark ships the spark-connect jar) with the Delta jars from the offline cache and the settings of
+# canal_core/sparkenv.py (local[2], shuffle partitions 2, 127.0.0.1 only, CANAL_SPARK_DRIVER_MEMORY);
+# `--conf` adds server-level settings (read at start only, e.g. spark.eventLog.*). Point the pipeline at it
+# with `spark.remote: <url>` in conf/pipeline.yaml.
+#
+# Port: $CANAL_SPARK_CONNECT_PORT, else 15002 (Spark Connect's default) when free, else any free port; the
+# one in use is recorded in the state directory. Everything lives under <repo>/.runtime/spark-connect/
+# (override: CANAL_SPARK_CONNECT_DIR): pid, port, server.log.
+# A fresh server is warmed up before `start` returns (Delta appends and MERGEs on throw-away tables, ~10-20 s),
+# so the first pipeline run does not pay the cold JIT; CANAL_SPARK_CONNECT_WARMUP=0 skips that.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="${CANAL_SPARK_CONNECT_DIR:-$ROOT/.runtime/spark-connect}"
+PIDFILE="$DIR/server.pid"
+PORTFILE="$DIR/port"
+LOG="$DIR/server.log"
+PY="$ROOT/.venv/bin/python"
+START_TIMEOUT="${CANAL_SPARK_CONNECT_START_TIMEOUT:-120}"
+STOP_TIMEOUT="${CANAL_SPARK_CONNECT_STOP_TIMEOUT:-30}"
+DEFAULT_PORT=15002
+
+log() { echo "spark-connect.sh: $*" >&2; }
+
+usage() {
+    echo "usage: $0 start [--conf KEY=VALUE ...] | stop | status | url" >&2
+    exit 2
+}
+
+[[ -x "$PY" ]] || { log "$PY not found: run scripts/setup.sh"; exit 1; }
+
+recorded_port() { [[ -f "$PORTFILE" ]] && tr -dc '0-9' <"$PORTFILE" || true; }
+
+# pid of our running server, or empty: the pid file's process must be a SparkConnectServer tagged with DIR
+server_pid() {
+    local pid cmdline
+    [[ -f "$PIDFILE" ]] || return 0
+    pid="$(tr -dc '0-9' <"$PIDFILE" || true)"
+    [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 0
+    cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+    if [[ "$cmdline" == *SparkConnectServer* && "$cmdline" == *"-Dcanal.spark-connect.dir=$DIR "* ]]; then
+        echo "$pid"
+    fi
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+free_port() {
+    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+choose_port() {
+    if [[ -n "${CANAL_SPARK_CONNECT_PORT:-}" ]]; then
+        if port_busy "$CANAL_SPARK_CONNECT_PORT"; then
+            log "port $CANAL_SPARK_CONNECT_PORT (CANAL_SPARK_CONNECT_PORT) is taken by another process"
+            exit 1
+        fi
+        echo "$CANAL_SPARK_CONNECT_PORT"
+    elif ! port_busy "$DEFAULT_PORT"; then
+        echo "$DEFAULT_PORT"
+    else
+        free_port
+    fi
+}
+
+# A real session round trip (gRPC handshake, session, a query through the Delta-extended session), not just
+# an open port: the port opens before the server can serve.
+session_ok() {
+    timeout 60 "$PY" - "sc://127.0.0.1:$1" <<'EOF' >/dev/null 2>&1
+import sys
+from pyspark.sql.connect.session import SparkSession
+spark = SparkSession.builder.remote(sys.argv[1]).create()
+try:
+    assert spark.sql("SELECT 1").collect()[0][0] == 1
+    assert "Delta" in spark.conf.get("spark.sql.extensions")
+finally:
+    spark.stop()
+EOF
+}
+
+log_tail() {
+    if [[ -f "$LOG" ]]; then
+        log "last lines of $LOG:"
+        tail -n 40 "$LOG" >&2
+    fi
+}
+
+# Spark's default logging, less one warning: every read of a file that may be absent (a table's
+# _delta_log/_last_checkpoint, read by pipelines/lake.py on Connect) logs a stack trace from FileStreamSink.
+write_log_conf() {
+    cat >"$DIR/log4j2.properties" <<'EOF'
+rootLogger.level = info
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.filestreamsink.name = org.apache.spark.sql.execution.streaming.sinks.FileStreamSink
+logger.filestreamsink.level = error
+EOF
+}
+
+do_start() {
+    local pid port
+    pid="$(server_pid)"
+    port="$(recorded_port)"
+    if [[ -n "$pid" && -n "$port" ]] && session_ok "$port"; then
+        [[ $# -eq 0 ]] || log "already running: $* not applied (stop it first)"
+        log "already running (pid $pid, sc://127.0.0.1:$port)"
+        echo "sc://127.0.0.1:$port"
+        return 0
+    fi
+    local fresh=""
+    if [[ -n "$pid" ]]; then
+        log "server process $pid exists but does not answer yet; waiting"
+    else
+        fresh=1
+        mkdir -p "$DIR"
+        port="$(choose_port)"
+        local -a argv=()
+        local -a extra=()
+        while [[ $# -gt 0 ]]; do
+            case "$1" in
+                --conf) [[ $# -ge 2 ]] || usage; extra+=(--conf "$2"); shift 2 ;;
+                *) usage ;;
+            esac
+        done
+        mapfile -t argv < <("$PY" -m canal_core.sparkenv connect-argv --port "$port" "${extra[@]}") \
+            || { log "could not build the server's command line"; exit 1; }
+        [[ ${#argv[@]} -gt 0 && -x "${argv[0]}" ]] || { log "could not build the server's command line"; exit 1; }
+        printf '%s\n' "$port" >"$PORTFILE"
+        write_log_conf
+        : >>"$LOG"
+        log "starting on 127.0.0.1:$port (log: $LOG)"
+        # setsid + closed stdin: the server outlives this script and any job/process group around it.
+        # The -D tag lets stop/status recognise our JVM (spark-submit execs it, so $! is the JVM's pid).
+        (
+            cd "$DIR"
+            export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$PY"
+            export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:-} -Dlog4j2.configurationFile=$DIR/log4j2.properties \
+-Dcanal.spark-connect.dir=$DIR "
+            exec setsid "${argv[@]}" </dev/null >>"$LOG" 2>&1
+        ) &
+        pid=$!
+        echo "$pid" >"$PIDFILE"
+    fi
+    local deadline=$((SECONDS + START_TIMEOUT))
+    until port_busy "$port" && session_ok "$port"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "the server (pid $pid) exited during startup"
+            log_tail
+            rm -f "$PIDFILE"
+            exit 1
+        fi
+        if (( SECONDS >= deadline )); then
+            log "the server did not accept a session within ${START_TIMEOUT}s (pid $pid still running; stop it with $0 stop)"
+            log_tail
+            exit 1
+        fi
+        sleep 1
+    done
+    if [[ -n "$fresh" && "${CANAL_SPARK_CONNECT_WARMUP:-1}" != "0" ]]; then
+        local took
+        took="$("$PY" -m canal_core.sparkenv connect-warm-up --url "sc://127.0.0.1:$port" --scratch "$DIR/warm-up" \
+                2>>"$LOG")" || { log "warm-up failed (see $LOG)"; exit 1; }
+        log "warmed up in ${took}s"
+    fi
+    log "running (pid $pid, sc://127.0.0.1:$port)"
+    echo "sc://127.0.0.1:$port"
+}
+
+do_stop() {
+    local pid
+    pid="$(server_pid)"
+    if [[ -z "$pid" ]]; then
+        rm -f "$PIDFILE"
+        log "not running"
+        return 0
+    fi
+    log "stopping (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while kill -0 "$pid" 2>/dev/null; do
+        if (( SECONDS >= deadline )); then
+            log "did not stop within ${STOP_TIMEOUT}s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 1
+            break
+        fi
+        sleep 0.3
+    done
+    rm -f "$PIDFILE"
+    log "stopped"
+}
+
+do_status() {
+    local pid port
+    pid="$(server_pid)"
+    port="$(recorded_port)"
+    if [[ -n "$pid" && -n "$port" ]] && session_ok "$port"; then
+        echo "spark-connect: running (pid $pid, sc://127.0.0.1:$port)"
+        return 0
+    fi
+    if [[ -n "$pid" ]]; then
+        echo "spark-connect: not answering (pid $pid)"
+    else
+        echo "spark-connect: stopped"
+    fi
+    return 1
+}
+
+[[ $# -ge 1 ]] || usage
+CMD="$1"
+shift
+case "$CMD" in
+    start)  do_start "$@" ;;
+    stop)   [[ $# -eq 0 ]] || usage; do_stop ;;
+    status) [[ $# -eq 0 ]] || usage; do_status ;;
+    url)    [[ $# -eq 0 ]] || usage
+            p="$(recorded_port)"; echo "sc://127.0.0.1:${p:-${CANAL_SPARK_CONNECT_PORT:-$DEFAULT_PORT}}" ;;
+    *)      usage ;;
+esac
