@@ -105,6 +105,9 @@ def test_pipeline_on_a_canal_cluster_converges_across_a_failover(mariadb_setting
         assert cursor["@type"] == "com.alibaba.otter.canal.protocol.position.LogPosition"
         assert {"journalName", "position", "serverId", "timestamp"} <= set(cursor["postion"])
     finally:
+        from pipelines.source import RemoteCanalSource
+
+        RemoteCanalSource.close_all()  # its ZooKeeper client's threads must not outlive the test
         for server, _ in servers.values():
             server.stop()
         zk.stop()

@@ -99,4 +99,7 @@ def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: 
 
         assert isinstance(make_source(cfg), RemoteCanalSource)
     finally:
+        from pipelines.source import RemoteCanalSource
+
+        RemoteCanalSource.close_all()  # no connector thread outlives the test
         server.stop()
