@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..parse.position import write_atomically
 from .errors import MetaStoreError
-from .manager import MemoryMetaManager, periodic_flush
+from .manager import FlushThread, MemoryMetaManager
 from .model import decode_meta_file, encode_meta_file
 
 log = logging.getLogger(__name__)
@@ -42,9 +42,7 @@ class FileMixedMetaManager(MemoryMetaManager):
         self._loaded: set[str] = set()
         self._dirty: set[str] = set()
         self._io_lock = threading.Lock()  # one flush at a time: an older snapshot never overwrites a newer one
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._flusher = FlushThread(self.flush, flush_period_ms, "meta-file-flush")
 
     def path(self, destination: str) -> Path:
         if not destination or destination in (".", "..") or "/" in destination or "\\" in destination:
@@ -63,28 +61,15 @@ class FileMixedMetaManager(MemoryMetaManager):
             for path in sorted(self.data_dir.glob(f"*/{META_FILE_NAME}")):
                 self._touch(path.parent.name)
         super().start()
-        if self._thread is None:
-            self._stopping.clear()
-            self._wake.clear()
-            self._thread = threading.Thread(target=self._flush_loop, name="meta-file-flush", daemon=True)
-            self._thread.start()
+        self._flusher.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._flusher.stop()
         self.flush()  # on failure the state stays in memory, so stop() can be retried
         with self._lock:
             super().stop()
             self._loaded.clear()
             self._dirty.clear()
-
-    def _flush_loop(self) -> None:
-        if self.flush_period_ms == 0:
-            return  # synchronous mode: nothing to do periodically
-        periodic_flush(self.flush, self.flush_period_ms, self._stopping, self._wake)
 
     # ---- persistence hooks ----
     def _touch(self, destination: str) -> None:
@@ -117,7 +102,7 @@ class FileMixedMetaManager(MemoryMetaManager):
             # redeliver batches that were not acked
             self.flush()
         elif subscription:
-            self._wake.set()  # rare: write soon rather than at the next period
+            self._flusher.wake()  # rare: write soon rather than at the next period
 
     # ---- flushing ----
     def flush(self) -> None:

@@ -129,21 +129,48 @@ class _ClientBatches:
         return batch_id
 
 
-def periodic_flush(flush: Callable[[], None], period_ms: int, stopping: threading.Event,
-                   wake: threading.Event) -> None:
+class FlushThread:
     """The flush thread of a mixed meta manager (memory + a periodic write to a file or ZooKeeper): ``flush``
-    every ``period_ms`` (sooner when ``wake`` is set) until ``stopping``; stop() does the final flush. A failed
-    flush is logged and tried again next period: the cursors stay in memory meanwhile."""
-    period = period_ms / 1000.0
-    while not stopping.is_set():
-        wake.wait(period)
-        wake.clear()
-        if stopping.is_set():
-            return
-        try:
-            flush()
-        except MetaStoreError as e:
-            logging.getLogger(__name__).error("%s", e)
+    every ``period_ms`` (sooner after ``wake()``) between ``start()`` and ``stop()``; the owner does the final
+    flush after ``stop()``. A failed flush is logged and tried again next period: the cursors stay in memory
+    meanwhile. ``period_ms`` 0 runs no thread (the owner writes synchronously)."""
+
+    def __init__(self, flush: Callable[[], None], period_ms: float, name: str) -> None:
+        self._flush = flush
+        self.period_ms = period_ms
+        self.name = name
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None and self.period_ms > 0:
+            self._stopping.clear()
+            self._wake.clear()
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        period = self.period_ms / 1000.0
+        while not self._stopping.is_set():
+            self._wake.wait(period)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._flush()
+            except MetaStoreError as e:
+                logging.getLogger(__name__).error("%s", e)
 
 
 class MemoryMetaManager(MetaManager):

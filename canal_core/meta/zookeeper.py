@@ -73,7 +73,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from ..parse.model import LogPosition
 from ..parse.position import PositionManager, PositionStoreError, decode_position, encode_position
 from .errors import BatchOrderError, MetaStoreError
-from .manager import MemoryMetaManager, MetaManager, periodic_flush
+from .manager import FlushThread, MemoryMetaManager, MetaManager
 from .model import ClientIdentity, PositionRange, dumps, log_position_dict, log_position_from_dict
 
 log = logging.getLogger(__name__)
@@ -747,9 +747,7 @@ class PeriodMixedMetaManager(MemoryMetaManager):
         self._dirty: set[ClientIdentity] = set()
         self._sub_ops: list[tuple[str, ClientIdentity]] = []  # ("subscribe" | "unsubscribe", client), in order
         self._io_lock = threading.Lock()  # one flush at a time: an older snapshot never overwrites a newer one
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._flusher = FlushThread(self.flush, flush_period_ms, "meta-zk-flush")
 
     def set_fence(self, fence: Fence | Iterable[Fence] | None) -> None:
         self.zookeeper.set_fence(fence)
@@ -758,18 +756,10 @@ class PeriodMixedMetaManager(MemoryMetaManager):
     def start(self) -> None:
         self.zookeeper.start()
         super().start()
-        if self._thread is None:
-            self._stopping.clear()
-            self._wake.clear()
-            self._thread = threading.Thread(target=self._flush_loop, name="meta-zk-flush", daemon=True)
-            self._thread.start()
+        self._flusher.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._flusher.stop()
         try:
             self.flush()
         except FencedError as e:
@@ -781,9 +771,6 @@ class PeriodMixedMetaManager(MemoryMetaManager):
             self._dirty.clear()
             self._sub_ops.clear()
         self.zookeeper.stop()
-
-    def _flush_loop(self) -> None:
-        periodic_flush(self.flush, self.flush_period_ms, self._stopping, self._wake)
 
     # ---- persistence hooks ----
     def _touch(self, destination: str) -> None:
@@ -808,14 +795,14 @@ class PeriodMixedMetaManager(MemoryMetaManager):
         with self._lock:
             super().subscribe(client)
             self._sub_ops.append(("subscribe", client))
-        self._wake.set()  # rare: write soon rather than at the next period
+        self._flusher.wake()  # rare: write soon rather than at the next period
 
     def unsubscribe(self, client: ClientIdentity) -> None:
         with self._lock:
             super().unsubscribe(client)
             self._sub_ops.append(("unsubscribe", client))
             self._dirty.discard(client)
-        self._wake.set()
+        self._flusher.wake()
 
     def update_cursor(self, client: ClientIdentity, position: LogPosition) -> None:
         with self._lock:
