@@ -77,6 +77,7 @@ class WindowSettings:
     max_rows: int = 200_000
     max_bytes: int = 128 << 20
     max_wait_seconds: float = 1.0
+    stage_ahead: bool = True          # while a window's run is in flight, stage the next one (launched on success)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,20 @@ Windows (``canal_window`` runs), one at a time:
                  request a run (run key "{destination}:{window}:{attempt}") -> in flight
                  (empty window: skip; only transaction markers/heartbeats: ack at once, nothing to apply)
     in flight -> its run SUCCESS: ack the batches (unless the source restarted since: then they are gone and
-                 the server redelivers from its acked cursor; writes are idempotent), window += 1, idle
-                 FAILURE/CANCELED: rollback, attempt += 1 (a failed run key is never reused), back off
-                 exponentially; after sensor.max_failures failures in a row: stopped, with the run id and
-                 its error in every skip message, until the cursor is reset
-                 otherwise: wait
+                 the server redelivers from its acked cursor; writes are idempotent), window += 1, then
+                 launch the window staged ahead if there is one, else idle
+                 FAILURE/CANCELED: rollback (the window staged ahead too: it is dropped), attempt += 1 (a
+                 failed run key is never reused), back off exponentially; after sensor.max_failures
+                 failures in a row: stopped, with the run id and its error in every skip message, until
+                 the cursor is reset
+                 otherwise (the run is still going at this tick, so the stream is ahead of the runs):
+                 stage the next window now, once (window.stage_ahead; its batches stay outstanding
+                 behind the in-flight ones), so the tick after the run succeeded launches it at once
+
+A window staged ahead is never launched in the evaluation that stages it: a sensor's run requests are
+submitted only when its evaluation returns, so staging in the evaluation that launches would delay that
+launch by the staging time. When runs end within a tick, nothing is staged ahead and every window holds
+the changes up to its own tick (the freshest); when they do not, staging leaves the critical path.
 
 Initial snapshots (``canal_snapshot`` runs), concurrently with the windows: tables whose mirror has no
 snapshot in the registry ({state}/{destination}/snapshots.json) are "pending". One snapshot run loads all
@@ -96,6 +105,18 @@ class InFlight:
 
 
 @dataclass
+class Ahead:
+    """The next window, staged while ``inflight``'s run was going; its batches are outstanding behind
+    ``inflight``'s, so it is acked only after them."""
+
+    window: int
+    batch_ids: list[int]
+    epoch: str
+    path: str
+    rows: int
+
+
+@dataclass
 class SnapshotState:
     n: int = 0                     # snapshot run number (monotone per destination)
     attempt: int = 0
@@ -116,6 +137,7 @@ class SensorState:
     failures: int = 0              # consecutive failed attempts of this window
     backoff_until: float = 0.0     # epoch seconds
     inflight: InFlight | None = None
+    ahead: Ahead | None = None
     applied_through: int | None = None  # order key of the last applied (acked) window end
     applied_position: str = ""
     stopped: str | None = None
@@ -134,8 +156,10 @@ class SensorState:
         if d.get("version") != CURSOR_VERSION:
             raise ValueError(f"sensor cursor version {d.get('version')!r}, expected {CURSOR_VERSION}: reset the cursor")
         infl = d.pop("inflight", None)
+        ahead = d.pop("ahead", None)
         snap = d.pop("snapshot", None) or {}
-        return cls(**d, inflight=InFlight(**infl) if infl else None, snapshot=SnapshotState(**snap))
+        return cls(**d, inflight=InFlight(**infl) if infl else None, ahead=Ahead(**ahead) if ahead else None,
+                   snapshot=SnapshotState(**snap))
 
 
 # --- snapshot registry --------------------------------------------------------------------------------------
@@ -382,6 +406,7 @@ class CanalSensor:
             else:
                 notes.append(f"window {infl.window} attempt {infl.attempt}: run {run.run_id} is "
                              f"{run.status.value}")
+                self._stage_ahead(state, notes, deadline)
                 return None
         if state.stopped:
             notes.append(f"STOPPED: {state.stopped}")
@@ -391,6 +416,8 @@ class CanalSensor:
                          f"{dt.datetime.fromtimestamp(state.backoff_until, dt.UTC):%H:%M:%S} UTC; last error: "
                          f"{state.last_error}")
             return None
+        if state.ahead is not None:
+            return self._launch_ahead(state, notes)
         return self._take_window(state, notes, deadline)
 
     def _window_succeeded(self, state: SensorState) -> None:
@@ -405,6 +432,8 @@ class CanalSensor:
         else:
             log.info("window %d applied after a source restart (epoch %s -> %s): its batches are gone and come "
                      "again from the acked cursor", infl.window, infl.epoch, source.epoch)
+        if state.ahead is not None and state.ahead.epoch != source.epoch:
+            self._drop_ahead(state)  # its batches went with the restart: they come again from the cursor
         if infl.catch_up:
             self.registry.mark_caught_up(infl.catch_up)
         state.applied_through, state.applied_position = infl.end_key, infl.end
@@ -419,7 +448,8 @@ class CanalSensor:
         assert infl is not None
         source = self.source()
         if source.epoch == infl.epoch:
-            source.rollback()
+            source.rollback()  # the batches staged ahead too
+        self._drop_ahead(state)
         s = self.config.sensor
         state.failures += 1
         state.attempt = infl.attempt + 1
@@ -449,10 +479,80 @@ class CanalSensor:
         manifest = self.stage(fetched.entries, root=cfg.staging_root, destination=cfg.destination,
                               window=state.window, attempt=state.attempt, batch_ids=fetched.batch_ids,
                               timezone=cfg.timezone)
+        return self._launch(state, notes, manifest, path, list(fetched.batch_ids), epoch)
+
+    def _stage_ahead(self, state: SensorState, notes: list[str], deadline: float) -> None:
+        """Stage the window after the in-flight one while its run is going (see the module doc)."""
+        cfg = self.config
+        infl = state.inflight
+        if not cfg.window.stage_ahead or infl is None or state.ahead is not None:
+            return
+        source = self.source()
+        epoch = source.epoch
+        if epoch != infl.epoch:
+            return  # the in-flight window's batches are gone: after its run the next window is taken afresh
+        outstanding = source.outstanding()
+        if outstanding is not None and outstanding != infl.batch_ids:
+            # batches taken by an evaluation that did not finish: only a rollback (when no run is in flight)
+            # brings their entries back, so a window taken now would skip them
+            notes.append(f"not staging ahead: the source has batches {_fmt_ids(outstanding)} outstanding, the "
+                         f"in-flight window {_fmt_ids(infl.batch_ids)}")
+            return
+        max_wait = min(cfg.window.max_wait_seconds, max(0.0, deadline - time.monotonic() - STAGING_RESERVE_SECONDS))
+        fetched = source.get_window(cfg.window.max_rows, cfg.window.max_bytes, max_wait)
+        if fetched.empty:
+            return
+        window = infl.window + 1
+        path = window_dir(cfg, window, 0)
+        if path.exists():
+            shutil.rmtree(path)
+        try:
+            manifest = self.stage(fetched.entries, root=cfg.staging_root, destination=cfg.destination,
+                                  window=window, attempt=0, batch_ids=fetched.batch_ids, timezone=cfg.timezone)
+        except Exception as e:
+            # its batches stay outstanding, so no later window is staged ahead past them (see above); once the
+            # in-flight run is done they are rolled back and the error comes again from the usual staging
+            log.exception("staging window %d ahead failed", window)
+            shutil.rmtree(path, ignore_errors=True)
+            notes.append(f"staging window {window} ahead failed ({type(e).__name__}: {_one_line(str(e), 300)}); "
+                         "it is taken again after the in-flight run")
+            return
+        state.ahead = Ahead(window=window, batch_ids=list(fetched.batch_ids), epoch=epoch, path=str(path),
+                            rows=manifest.rows)
+        notes.append(f"window {window}: {manifest.rows} rows {_pos_text(manifest.start)}..{_pos_text(manifest.end)} "
+                     f"staged ahead, launched once window {infl.window} succeeded")
+
+    def _drop_ahead(self, state: SensorState) -> None:
+        if state.ahead is not None:
+            shutil.rmtree(state.ahead.path, ignore_errors=True)
+            state.ahead = None
+
+    def _launch_ahead(self, state: SensorState, notes: list[str]) -> RunRequest | None:
+        ahead = state.ahead
+        assert ahead is not None
+        state.ahead = None
+        from .staging import load_window
+
+        try:
+            manifest = load_window(ahead.path)
+        except (OSError, ValueError) as e:  # removed or damaged since: take the window afresh
+            log.warning("window %d staged ahead at %s is unusable (%s): taking it again", ahead.window, ahead.path, e)
+            shutil.rmtree(ahead.path, ignore_errors=True)
+            self.source().rollback()
+            return None
+        if ahead.window != state.window:  # cannot happen: ahead is always the window after the applied one
+            raise AssertionError(f"window staged ahead is {ahead.window}, next to apply is {state.window}")
+        return self._launch(state, notes, manifest, Path(ahead.path), ahead.batch_ids, ahead.epoch)
+
+    def _launch(self, state: SensorState, notes: list[str], manifest: WindowManifest, path: Path,
+                batch_ids: list[int], epoch: str) -> RunRequest | None:
+        """The run request of the staged window ``state.window`` / ``state.attempt`` (in flight from now)."""
+        cfg = self.config
+        source = self.source()
         known = set(self.tables)
         # DDL of tables without a mirror (CREATE DATABASE, other schemas' tables) has nothing to apply
         if manifest.rows == 0 and not any(f"{d.schema}.{d.table}" in known for d in manifest.ddl):
-            source.ack(fetched.batch_ids)
+            source.ack(batch_ids)
             shutil.rmtree(path, ignore_errors=True)
             state.applied_through, state.applied_position = manifest.end.key, _pos_text(manifest.end)
             notes.append(f"window {state.window}: {manifest.entries} entries without row changes of mirrored tables "
@@ -477,7 +577,7 @@ class CanalSensor:
             TAG_KIND: "window",
             TAG_WINDOW: str(state.window),
             TAG_ATTEMPT: str(state.attempt),
-            "canal/batch_ids": _fmt_ids(fetched.batch_ids)[:_MAX_TAG],
+            "canal/batch_ids": _fmt_ids(batch_ids)[:_MAX_TAG],
             "canal/start": _pos_text(manifest.start),
             "canal/end": _pos_text(manifest.end),
             "canal/gtid": (manifest.end.gtid or "")[:_MAX_TAG],
@@ -492,7 +592,7 @@ class CanalSensor:
         if every and state.window % every == 0:
             checks = [reconcile_check_key(t) for t in mirrors]
         state.inflight = InFlight(
-            window=state.window, attempt=state.attempt, run_key=run_key, batch_ids=list(fetched.batch_ids),
+            window=state.window, attempt=state.attempt, run_key=run_key, batch_ids=list(batch_ids),
             epoch=epoch, path=str(path), end_key=manifest.end.key, end=_pos_text(manifest.end),
             launched_at=self.clock(), tables=mirrors, catch_up=run_catch_up)
         notes.append(f"window {state.window} attempt {state.attempt}: {manifest.rows} rows "

@@ -73,6 +73,10 @@ class CanalSource(ABC):
     def rollback(self) -> None:
         """Drop every outstanding batch: their entries come again, in order."""
 
+    def outstanding(self) -> list[int] | None:
+        """The batch ids taken and neither acked nor rolled back, oldest first; None when unknown."""
+        return None
+
     def status(self) -> str:
         """A one-line health note for the sensor's messages ("" when healthy)."""
         return ""
@@ -244,9 +248,10 @@ class EmbeddedCanalSource(CanalSource):
         with self._lock:
             server.rollback(self.client)
 
-    def outstanding(self) -> list[int]:
+    def outstanding(self) -> list[int] | None:
         server = self._ensure_started()
-        return server.list_batch_ids(self.client)
+        with self._lock:
+            return list(server.list_batch_ids(self.client))
 
     def status(self) -> str:
         if self._instance is None:
@@ -282,6 +287,7 @@ class RemoteCanalSource(CanalSource):
         self._lock = threading.RLock()
         self._seen: Any = None  # the SimpleConnector of the current epoch
         self._epoch = ""
+        self._unacked: list[int] = []  # this epoch's batches taken and not yet acked / rolled back
 
     @classmethod
     def registry_key(cls, config: PipelineConfig) -> tuple[Any, ...]:
@@ -311,6 +317,7 @@ class RemoteCanalSource(CanalSource):
             finally:
                 if self._conn.current is not self._seen:  # connected anew (or failed over): batches are gone
                     self._seen = self._conn.current
+                    self._unacked = []
                     self._epoch = uuid.uuid4().hex[:12] if self._seen is not None else ""
 
     @property
@@ -332,6 +339,7 @@ class RemoteCanalSource(CanalSource):
                 out, epoch = FetchedWindow(), self._epoch
             if not msg.empty:
                 out.batch_ids.append(msg.batch_id)
+                self._unacked.append(msg.batch_id)
                 out.entries.extend(msg.raw_entries)
                 out.bytes += sum(len(e) for e in msg.raw_entries)
                 for raw in msg.raw_entries:
@@ -344,9 +352,16 @@ class RemoteCanalSource(CanalSource):
     def ack(self, batch_ids: Sequence[int]) -> None:
         for b in batch_ids:
             self._call(lambda b=b: self._conn.ack(b))
+            if b in self._unacked:
+                self._unacked.remove(b)
 
     def rollback(self) -> None:
         self._call(lambda: self._conn.rollback())
+        self._unacked = []
+
+    def outstanding(self) -> list[int] | None:
+        with self._lock:
+            return list(self._unacked)
 
     def status(self) -> str:
         a = self._conn.address

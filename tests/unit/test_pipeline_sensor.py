@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,9 @@ class FakeSource(CanalSource):
         self.rollbacks += 1
         self.batches.clear()
         self.delivered_upto = self.acked_upto
+
+    def outstanding(self) -> list[int] | None:
+        return [b for b, _, _ in self.batches]
 
 
 def fake_stage(entries: list[bytes], *, root: Path, destination: str, window: int, attempt: int,
@@ -296,6 +300,116 @@ def test_epoch_change_skips_the_ack_and_moves_on(tmp_path: Path, instance: Dagst
     assert h.source.acks == []  # nothing to ack in the new epoch ...
     assert nxt.run_key == "example:1:0" and nxt.tags["canal/start"] == "mysql-bin.000001:100"  # ... redelivered
     assert h.state.inflight is not None and h.state.inflight.epoch == "e2"
+
+
+def _started(h: Harness, req: RunRequest) -> DagsterRun:
+    return h.instance.add_run(DagsterRun(job_name="canal_window", run_id=make_new_run_id(),
+                                         status=DagsterRunStatus.STARTED, tags={RUN_KEY_TAG: req.run_key or ""}))
+
+
+def _set_status(h: Harness, run: DagsterRun, status: DagsterRunStatus, error: str = "") -> None:
+    """End a STARTED run with ``status``."""
+    if status == DagsterRunStatus.FAILURE:
+        h.instance.report_run_failed(run, message=error)
+        return
+    h.instance.delete_run(run.run_id)
+    h.instance.add_run(run.with_status(status))
+
+
+def test_a_run_still_going_at_a_tick_gets_the_next_window_staged_ahead(tmp_path: Path,
+                                                                         instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
+    first = one_request(h.tick())
+    run = _started(h, first)
+    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    text = skip_text(h.tick())  # the run is going: the next window is staged, not launched
+    assert "STARTED" in text and "window 1: 3 rows mysql-bin.000001:400..mysql-bin.000001:450 staged ahead" in text
+    st = h.state
+    assert st.ahead is not None and st.ahead.window == 1 and st.ahead.batch_ids == [2]
+    assert Path(st.ahead.path).name == "w000000000001-a0" and (Path(st.ahead.path) / "manifest.json").is_file()
+    assert h.source.outstanding() == [1, 2] and h.source.acks == []
+    # once staged, later ticks while the run goes on take nothing more
+    h.source.entries += [entry("shop.orders", 1, 500)]
+    skip_text(h.tick())
+    assert h.source.outstanding() == [1, 2] and h.state.ahead is not None and h.state.ahead.batch_ids == [2]
+
+    _set_status(h, run, DagsterRunStatus.SUCCESS)
+    nxt = one_request(h.tick())  # acks window 0 and launches the staged window, taking nothing new
+    assert h.source.acks == [1] and h.source.outstanding() == [2]
+    assert nxt.run_key == "example:1:0" and nxt.tags["canal/batch_ids"] == "2"
+    assert nxt.tags["canal/start"] == "mysql-bin.000001:400" and nxt.tags["canal/rows"] == "3"
+    assert nxt.asset_selection == [AssetKey(["canal", "changelog"]), AssetKey(["mirror", "shop", "customers"])]
+    st = h.state
+    assert st.ahead is None and st.window == 1 and st.inflight is not None and st.inflight.batch_ids == [2]
+    assert st.applied_position == "mysql-bin.000001:150"
+
+    h.finish(nxt, DagsterRunStatus.SUCCESS)
+    last = one_request(h.tick())  # no run in flight at this tick: the window is taken afresh, as before
+    assert h.source.acks == [1, 2] and last.run_key == "example:2:0"
+    assert last.tags["canal/start"] == "mysql-bin.000001:500"
+
+
+def test_a_failed_run_drops_the_window_staged_ahead(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
+    first = one_request(h.tick())
+    run = _started(h, first)
+    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    skip_text(h.tick())
+    ahead = Path(h.state.ahead.path)  # type: ignore[union-attr]
+    assert ahead.is_dir()
+    _set_status(h, run, DagsterRunStatus.FAILURE, "boom")
+    text = skip_text(h.tick())
+    assert "backing off" in text and "boom" in text
+    assert h.state.ahead is None and not ahead.exists()
+    assert h.source.acks == [] and h.source.outstanding() == [] and h.source.rollbacks >= 1
+    h.clock.now += 11
+    retry = one_request(h.tick())  # the failed window again, now with everything after it: nothing skipped
+    assert retry.run_key == "example:0:1" and retry.tags["canal/start"] == "mysql-bin.000001:100"
+    assert retry.tags["canal/end"] == "mysql-bin.000001:450" and retry.tags["canal/rows"] == "5"
+
+
+def test_a_source_restart_drops_the_window_staged_ahead(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
+    first = one_request(h.tick())
+    run = _started(h, first)
+    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    skip_text(h.tick())
+    h.source.restart()
+    _set_status(h, run, DagsterRunStatus.SUCCESS)
+    nxt = one_request(h.tick())
+    assert h.source.acks == [] and h.state.ahead is None
+    # the redelivery starts at the acked cursor, so window 1 holds window 0's entries again (idempotent writes)
+    assert nxt.run_key == "example:1:0" and nxt.tags["canal/start"] == "mysql-bin.000001:100"
+    assert nxt.tags["canal/end"] == "mysql-bin.000001:450" and nxt.tags["canal/rows"] == "5"
+
+
+def test_no_staging_ahead_past_batches_an_evaluation_left_behind(tmp_path: Path,
+                                                                  instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
+    first = one_request(h.tick())
+    run = _started(h, first)
+    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450), entry("shop.orders", 1, 500)]
+    h.source.get_window(2, 1 << 20, 0)  # an evaluation that died after taking a batch, before its cursor
+    text = skip_text(h.tick())
+    assert "not staging ahead" in text and h.state.ahead is None and h.source.outstanding() == [1, 2]
+    _set_status(h, run, DagsterRunStatus.SUCCESS)
+    nxt = one_request(h.tick())  # no run in flight: the usual rollback brings the orphaned batch back
+    assert h.source.acks == [1] and nxt.tags["canal/start"] == "mysql-bin.000001:400"
+    assert nxt.tags["canal/end"] == "mysql-bin.000001:500"
+
+
+def test_stage_ahead_can_be_switched_off(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.config = h.sensor.config = replace(h.config, window=replace(h.config.window, stage_ahead=False))
+    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
+    _started(h, one_request(h.tick()))
+    h.source.entries += [entry("shop.customers", 3, 400)]
+    skip_text(h.tick())
+    assert h.state.ahead is None and h.source.outstanding() == [1]
 
 
 def test_empty_window_skips(tmp_path: Path, instance: DagsterInstance) -> None:
