@@ -12,14 +12,18 @@ Windows (``canal_window`` runs), one at a time:
                  failed run key is never reused), back off exponentially; after sensor.max_failures
                  failures in a row: stopped, with the run id and its error in every skip message, until
                  the cursor is reset
-                 otherwise (the run is still going at this tick, so the stream is ahead of the runs):
-                 stage the next window now, once (window.stage_ahead; its batches stay outstanding
-                 behind the in-flight ones), so the tick after the run succeeded launches it at once
+                 otherwise (the run is still going at this tick): if the previous window's run took
+                 less than the interval (so this one likely ends before the next tick), stage the next
+                 window now, once (window.stage_ahead; its batches stay outstanding behind the
+                 in-flight ones), so the tick after the run succeeded launches it at once
 
 A window staged ahead is never launched in the evaluation that stages it: a sensor's run requests are
 submitted only when its evaluation returns, so staging in the evaluation that launches would delay that
-launch by the staging time. When runs end within a tick, nothing is staged ahead and every window holds
-the changes up to its own tick (the freshest); when they do not, staging leaves the critical path.
+launch by the staging time. When staging + run fit in one interval, no run is going at a tick, nothing is
+staged ahead and every window holds the changes up to its own tick (the freshest). When they do not but
+the run alone does, staging ahead halves the cycle (a launch every tick instead of every other). When
+the run alone does not, the window would be staged a tick before its launch for nothing: it would hold
+older changes than one taken at the launching tick, at the same cycle, so nothing is staged ahead then.
 
 Initial snapshots (``canal_snapshot`` runs), concurrently with the windows: tables whose mirror has no
 snapshot in the registry ({state}/{destination}/snapshots.json) are "pending". One snapshot run loads all
@@ -74,6 +78,7 @@ log = logging.getLogger(__name__)
 
 CURSOR_VERSION = 1
 STAGING_RESERVE_SECONDS = 15.0   # of the evaluation deadline, kept for staging and the run request
+AHEAD_RUN_FRACTION = 0.9         # stage ahead only after a run shorter than this part of the interval
 TAG_PREFIX = "canal/"
 TAG_DESTINATION = "canal/destination"
 TAG_KIND = "canal/kind"
@@ -138,6 +143,7 @@ class SensorState:
     backoff_until: float = 0.0     # epoch seconds
     inflight: InFlight | None = None
     ahead: Ahead | None = None
+    last_run_seconds: float | None = None  # the last applied window's run, requested -> succeeded
     applied_through: int | None = None  # order key of the last applied (acked) window end
     applied_position: str = ""
     stopped: str | None = None
@@ -245,6 +251,14 @@ def run_error(instance: DagsterInstance, run: DagsterRun) -> str:
             if ev.message:
                 return _one_line(ev.message)
     return f"run {run.status.value}"
+
+
+def _run_seconds(instance: DagsterInstance, run: DagsterRun) -> float | None:
+    """Requested (created) -> ended, from the run's record."""
+    rec = instance.get_run_record_by_id(run.run_id)
+    if rec is None or rec.end_time is None:
+        return None
+    return max(0.0, rec.end_time - rec.create_timestamp.timestamp())
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -400,6 +414,7 @@ class CanalSensor:
                 self._window_failed(state, None, f"run {infl.run_key} never appeared within "
                                     f"{cfg.sensor.launch_timeout_seconds:.0f} s")
             elif run.status == DagsterRunStatus.SUCCESS:
+                state.last_run_seconds = _run_seconds(instance, run)
                 self._window_succeeded(state)
             elif run.status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
                 self._window_failed(state, run, run_error(instance, run))
@@ -487,6 +502,9 @@ class CanalSensor:
         infl = state.inflight
         if not cfg.window.stage_ahead or infl is None or state.ahead is not None:
             return
+        last = state.last_run_seconds
+        if last is None or last > AHEAD_RUN_FRACTION * cfg.sensor.interval_seconds:
+            return  # this run likely spans the next tick too: a window taken then is fresher, at the same cycle
         source = self.source()
         epoch = source.epoch
         if epoch != infl.epoch:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from dagster import (
     AssetKey,
+    DagsterEvent,
+    DagsterEventType,
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
@@ -312,8 +314,14 @@ def _set_status(h: Harness, run: DagsterRun, status: DagsterRunStatus, error: st
     if status == DagsterRunStatus.FAILURE:
         h.instance.report_run_failed(run, message=error)
         return
-    h.instance.delete_run(run.run_id)
-    h.instance.add_run(run.with_status(status))
+    kind = {DagsterRunStatus.SUCCESS: DagsterEventType.RUN_SUCCESS,
+            DagsterRunStatus.CANCELED: DagsterEventType.RUN_CANCELED}[status]
+    h.instance.report_dagster_event(DagsterEvent(event_type_value=kind.value, job_name=run.job_name), run.run_id)
+
+
+def _last_run_took(h: Harness, seconds: float | None) -> None:
+    """As if the previous window's run had taken ``seconds`` (requested -> succeeded)."""
+    h.cursor = replace(h.state, last_run_seconds=seconds).to_json()
 
 
 def test_a_run_still_going_at_a_tick_gets_the_next_window_staged_ahead(tmp_path: Path,
@@ -322,6 +330,7 @@ def test_a_run_still_going_at_a_tick_gets_the_next_window_staged_ahead(tmp_path:
     h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
     first = one_request(h.tick())
     run = _started(h, first)
+    _last_run_took(h, 10.0)
     h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
     text = skip_text(h.tick())  # the run is going: the next window is staged, not launched
     assert "STARTED" in text and "window 1: 3 rows mysql-bin.000001:400..mysql-bin.000001:450 staged ahead" in text
@@ -355,6 +364,7 @@ def test_a_failed_run_drops_the_window_staged_ahead(tmp_path: Path, instance: Da
     h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
     first = one_request(h.tick())
     run = _started(h, first)
+    _last_run_took(h, 10.0)
     h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
     skip_text(h.tick())
     ahead = Path(h.state.ahead.path)  # type: ignore[union-attr]
@@ -375,6 +385,7 @@ def test_a_source_restart_drops_the_window_staged_ahead(tmp_path: Path, instance
     h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
     first = one_request(h.tick())
     run = _started(h, first)
+    _last_run_took(h, 10.0)
     h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
     skip_text(h.tick())
     h.source.restart()
@@ -392,6 +403,7 @@ def test_no_staging_ahead_past_batches_an_evaluation_left_behind(tmp_path: Path,
     h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
     first = one_request(h.tick())
     run = _started(h, first)
+    _last_run_took(h, 10.0)
     h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450), entry("shop.orders", 1, 500)]
     h.source.get_window(2, 1 << 20, 0)  # an evaluation that died after taking a batch, before its cursor
     text = skip_text(h.tick())
@@ -402,11 +414,31 @@ def test_no_staging_ahead_past_batches_an_evaluation_left_behind(tmp_path: Path,
     assert nxt.tags["canal/end"] == "mysql-bin.000001:500"
 
 
+def test_no_staging_ahead_after_a_run_longer_than_the_interval(tmp_path: Path,
+                                                                instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
+    first = one_request(h.tick())
+    run = _started(h, first)
+    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    skip_text(h.tick())  # no run has finished yet: nothing known, nothing staged ahead
+    assert h.state.ahead is None and h.source.outstanding() == [1]
+    _last_run_took(h, 0.9 * 30 + 1)  # this run likely spans the next tick too: a window taken then is fresher
+    skip_text(h.tick())
+    assert h.state.ahead is None and h.source.outstanding() == [1]
+    _set_status(h, run, DagsterRunStatus.SUCCESS)
+    nxt = one_request(h.tick())  # taken afresh at the launching tick, with everything up to it
+    assert nxt.tags["canal/start"] == "mysql-bin.000001:400" and nxt.tags["canal/end"] == "mysql-bin.000001:450"
+    took = h.state.last_run_seconds  # measured from the run's record: requested -> succeeded
+    assert took is not None and 0 <= took < 5
+
+
 def test_stage_ahead_can_be_switched_off(tmp_path: Path, instance: DagsterInstance) -> None:
     h = Harness(tmp_path, instance)
     h.config = h.sensor.config = replace(h.config, window=replace(h.config.window, stage_ahead=False))
     h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
     _started(h, one_request(h.tick()))
+    _last_run_took(h, 10.0)
     h.source.entries += [entry("shop.customers", 3, 400)]
     skip_text(h.tick())
     assert h.state.ahead is None and h.source.outstanding() == [1]
