@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import cpu_account as CPU  # noqa: E402
 import decode as D  # noqa: E402  (the private MariaDB's address)
 import pipeline_dagster as DG  # noqa: E402
 import pipeline_peer as P  # noqa: E402
@@ -244,6 +245,7 @@ def run_ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         say(f"ours: snapshot loaded ({time.monotonic() - t0:.0f} s after dagster dev started); writer starts: "
             f"{args.rate:,.0f} rows/s for {args.seconds:.0f} s in transactions of {args.tx_rows} rows")
         load = Load()
+        cpu0, c0 = CPU.snapshot(), time.monotonic()
         writer = start_writer(args, commits_path, wlog)
         poll("the writer", lambda: writer.poll() is not None, args.seconds + 120, check, load)
         commits, wsum = writer_result(writer, commits_path, wlog)
@@ -255,12 +257,15 @@ def run_ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         except BenchError as e:
             raise BenchError(f"{e}: {DG.applied_rows(inst, DESTINATION)} of {wsum['rows']} applied\n"
                              f"{last_tick(inst)}") from None
+        cpu = {"seconds": round(time.monotonic() - c0, 1),
+               **{k: round(v, 1) for k, v in CPU.account(cpu0, CPU.snapshot()).items()}}
         windows = DG.timelines(inst, DESTINATION, SENSOR, tmp / "spark-events")
     finally:
         stop_writer(writer)
         DG.stop(dev)
     say(f"ours: {len(windows)} windows applied; dagster dev stopped")
-    return {"conf": conf, "commits": commits, "writer": wsum, "windows": windows, "load": load.summary()}
+    return {"conf": conf, "commits": commits, "writer": wsum, "windows": windows, "load": load.summary(),
+            "cpu": cpu}
 
 
 def analyse_ours(spark: Any, raw: dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +338,7 @@ def analyse_ours(spark: Any, raw: dict[str, Any]) -> dict[str, Any]:
         "freshness_max": _r(max((v for v, _ in samples), default=None)),
         "source_rows_read": applied, "snapshot_rows": raw["preload"],
         "source_rows": check[1], "mirror_rows": check[2], "mirror_equals_source": check[3],
-        "windows": table, "load": raw["load"],
+        "windows": table, "load": raw["load"], "cpu": raw.get("cpu"),
     }
 
 
@@ -443,6 +448,17 @@ def print_report(res: dict[str, Any]) -> None:
         print(f"{label:>20}" + "".join(f"{_cell(side, key, nd):>18}" for _, side in sides))
     print(f"{'ours, rows/cycle s':>20}{_f(ours['cycle_rows_per_s']):>18}   (window rows / tick-to-tick time, "
           "windows 1..n)")
+    cpu, applied = ours.get("cpu"), ours["rows_applied"]
+    if cpu and applied:
+        secs = cpu["seconds"]
+        print(f"\nours, CPU from the writer's start to the last window applied ({secs:.0f} s, /proc; 'other' "
+              "holds the ended\nper-window run workers and anything else on the machine):")
+        print(f"{'role':>45} {'core-s':>8} {'cores':>6} {'us/row':>7} {'cores at 20k rows/s':>20}")
+        for role, v in cpu.items():
+            if role == "seconds":
+                continue
+            per_row = v / applied * 1e6
+            print(f"{role:>45} {v:>8.1f} {v / secs:>6.2f} {per_row:>7.1f} {per_row * 20_000 / 1e6:>20.2f}")
     print(f"\nmirror == source after ours (count + checksum): {ours['mirror_equals_source']} "
           f"({ours['source_rows']:,} rows)")
     for name, r in res["ratios"].items():
