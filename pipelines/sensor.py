@@ -565,6 +565,8 @@ class CanalSensor:
     def _launch(self, state: SensorState, notes: list[str], manifest: WindowManifest, path: Path,
                 batch_ids: list[int], epoch: str) -> RunRequest | None:
         """The run request of the staged window ``state.window`` / ``state.attempt`` (in flight from now)."""
+        from .lake import rename_statements  # no Spark: the DDL parser only
+
         cfg = self.config
         source = self.source()
         known = set(self.tables)
@@ -582,6 +584,8 @@ class CanalSensor:
         catch_up = {t: k for t, k in self.registry.catch_up().items() if t in known}
         # a table's DDL alone (ALTER, RENAME, DROP) also concerns its mirror
         in_window = [t.name for t in manifest.tables] + [f"{d.schema}.{d.table}" for d in manifest.ddl if d.table]
+        # a RENAME entry names the new table (Canal's header): the renamed one's mirror is in the run too
+        in_window += [f"{s}.{t}" for _, pairs in rename_statements(manifest) for pair in pairs for s, t in pair]
         mirrors = sorted((set(in_window) | set(catch_up)) & (known - pending))
         unmapped = sorted({t.name for t in manifest.tables} - known)
         if unmapped:

@@ -37,6 +37,11 @@ def write_conf(root: Path, settings: Any, destination: str, regex: str) -> Path:
 
 
 def make_config(root: Path, settings: Any, destination: str, regex: str, **overrides: Any) -> PipelineConfig:
+    return parse_config(config_data(root, settings, destination, regex, **overrides), base_dir=root)
+
+
+def config_data(root: Path, settings: Any, destination: str, regex: str, **overrides: Any) -> dict[str, Any]:
+    """The pipeline config (as conf/pipeline.yaml would hold it) of a test destination under ``root``."""
     conf = write_conf(root, settings, destination, regex)
     data: dict[str, Any] = {
         "destination": destination,
@@ -48,7 +53,7 @@ def make_config(root: Path, settings: Any, destination: str, regex: str, **overr
     }
     for k, v in overrides.items():
         data.setdefault(k, {}).update(v) if isinstance(v, dict) else data.__setitem__(k, v)
-    return parse_config(data, base_dir=root)
+    return data
 
 
 @dataclass
@@ -61,10 +66,16 @@ class Driver:
     runs: list[tuple[RunRequest, bool]] = field(default_factory=list)
     staged_copies: list[Path] = field(default_factory=list)
     keep_windows: Path | None = None
+    instance_overrides: dict[str, Any] | None = None  # dagster.yaml settings of the instance (e.g. run launcher)
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        self.instance = DagsterInstance.local_temp(tempdir=str(self.home))
+        self.instance = DagsterInstance.local_temp(tempdir=str(self.home), overrides=self.instance_overrides)
+        self.reload()
+
+    def reload(self) -> None:
+        """What a code-location reload does: the definitions built again (the table list read again from the
+        source); the instance, the sensor cursor and the process's Canal source stay."""
         self.defs = build_definitions(self.config)
         (self.sensor,) = list(self.defs.get_repository_def().sensor_defs)
 
@@ -136,3 +147,72 @@ def mirror_rows(spark: Any, path: str, columns: list[Any]) -> dict[tuple[Any, ..
     table = df.select(*[f"`{n}`" for n in names]).toArrow()
     keys = [c.name for c in columns if c.is_key] or names
     return {tuple(r[k] for k in keys): r for r in table.to_pylist()}
+
+
+class RecordedChanges:
+    """Single-row autocommit statements on the source, each recorded as the change the binlog holds for it:
+    (table, op, image), the image being the row after an INSERT/UPDATE or before a DELETE as the server prints
+    it (a PyMySQL connection without converters: MySQL's own text, which is what Canal's entries carry).
+    ``log`` in statement order is the expected changelog of the tables (one row change per statement)."""
+
+    def __init__(self, settings: Any, schema: str) -> None:
+        self.schema = schema
+        self.conn = pymysql.connect(**settings.admin_kwargs())
+        # encoders only (keys are types), no decoders (keys are field type codes): every value comes back as text
+        encoders = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
+        self.text = pymysql.connect(**settings.admin_kwargs(conv=encoders))
+        self.log: list[tuple[str, str, dict[str, str | None]]] = []
+
+    def close(self) -> None:
+        self.conn.close()
+        self.text.close()
+
+    def execute(self, sql: str, args: Any = None) -> None:
+        """A statement that is not a row change (DDL)."""
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+
+    def row(self, table: str, key: int) -> dict[str, str | None] | None:
+        with self.text.cursor() as cur:
+            cur.execute(f"SELECT * FROM `{self.schema}`.`{table}` WHERE id = %s", (key,))
+            got = cur.fetchone()
+            names = [d[0] for d in cur.description]
+        if got is None:
+            return None
+        return {n: (v.decode() if isinstance(v, bytes) else v) for n, v in zip(names, got, strict=True)}
+
+    def _changed(self, sql: str, args: Any) -> None:
+        with self.conn.cursor() as cur:
+            assert cur.execute(sql, args) == 1, (sql, args)  # one row change in the binlog
+
+    def insert(self, table: str, **values: Any) -> None:
+        cols = ", ".join(f"`{c}`" for c in values)
+        self._changed(f"INSERT INTO `{self.schema}`.`{table}` ({cols}) VALUES ({', '.join(['%s'] * len(values))})",
+                      tuple(values.values()))
+        image = self.row(table, values["id"])
+        assert image is not None
+        self.log.append((table, "INSERT", image))
+
+    def update(self, table: str, key: int, **values: Any) -> None:
+        sets = ", ".join(f"`{c}` = %s" for c in values)
+        self._changed(f"UPDATE `{self.schema}`.`{table}` SET {sets} WHERE id = %s", (*values.values(), key))
+        image = self.row(table, key)
+        assert image is not None
+        self.log.append((table, "UPDATE", image))
+
+    def delete(self, table: str, key: int) -> None:
+        image = self.row(table, key)
+        assert image is not None, (table, key)
+        self._changed(f"DELETE FROM `{self.schema}`.`{table}` WHERE id = %s", (key,))
+        self.log.append((table, "DELETE", image))
+
+
+def changelog_changes(spark: Any, changelog_path: str, schema: str,
+                      where: str = "") -> list[tuple[str, str, dict[str, str | None]]]:
+    """The changelog's rows of ``schema`` in binlog order as (table, op, image), the image being ``after``
+    for INSERT/UPDATE and ``before`` for DELETE (comparable with RecordedChanges.log)."""
+    df = spark.read.format("delta").load(changelog_path).where(f"schema_name = '{schema}'")
+    if where:
+        df = df.where(where)
+    rows = df.select("table_name", "op", "before", "after", "pos", "row").orderBy("pos", "row").collect()
+    return [(r["table_name"], r["op"], dict(r["before"] if r["op"] == "DELETE" else r["after"])) for r in rows]
