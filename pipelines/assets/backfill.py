@@ -4,19 +4,25 @@ replace that period of the changelog and re-merge the affected mirrors.
 Used by the ``canal_backfill`` job (Launchpad config or ``python -m pipelines.backfill``) and by a partition
 backfill of ``canal/changelog`` over days in the UI. The period is [start, end) in execute time (UTC);
 the replay is staged to disk in bounded windows first, so memory stays bounded however long the period.
+Only the part of the changelog the live pipeline has written is replaced: from the destination's first start
+(the oldest snapshot of its schema history: nothing earlier decodes or was streamed) up to the changelog's
+applied end; later changes are left to the live windows, which append them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from dagster import AssetMaterialization, MetadataValue, OpExecutionContext
 
 from ..config import PipelineConfig
 from ..resources import LakeResource, SparkResource
+from ..window import Position
 from .keys import CHANGELOG, mirror_key
 
 
@@ -44,6 +50,18 @@ def _days(start: dt.datetime, end: dt.datetime, first: dt.date) -> list[str]:
     return out
 
 
+def _history_start(history_dir: Path | None) -> Position | None:
+    """The position of the live schema history's oldest snapshot (the destination's first start, unless old
+    snapshots expired): the earliest point a replay can decode rows from."""
+    out: Position | None = None
+    for f in sorted(Path(history_dir).glob("snapshots/snapshot-*.json")) if history_dir else []:
+        p = json.loads(f.read_text())["position"]
+        pos = Position(p["journalName"], int(p["position"]), int(p.get("timestamp") or 0))
+        if out is None or pos.key < out.key:
+            out = pos
+    return out
+
+
 def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], spark: SparkResource,
                  lake: LakeResource, *, start: dt.datetime, end: dt.datetime | None = None,
                  selection: Sequence[str] | None = None, report_mirrors: bool = False,
@@ -66,16 +84,34 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     root = config.staging_root / config.destination / "backfill" / context.run_id
     session, lk = spark.session(), lake.lake()
     snapshotted = set(registry_for(config).load())
+    source = config.replay_source()
+    # The changelog part a backfill may replace: what the live pipeline wrote or could have written there, i.e.
+    # positions from the live schema history's start (nothing before it decodes, and the destination did not
+    # stream before it) up to the changelog's applied end W. Changes above W belong to live windows not applied
+    # yet: stored now, they would be stored again by their window's plain append (replacing them instead would
+    # delete the ones a window applies while the replay runs).
+    applied = L.read_table_version(session, lk.changelog_path(), L.changelog_app_id(config.destination))
+    start_at: Position | int = _ms(start)
+    lo_key = 0
+    clamped: dict[str, str] = {}
+    first = _history_start(source.history_dir)
+    if first is not None and first.timestamp_ms >= _ms(start):  # e.g. the first day of a day-partition backfill
+        start_at, lo_key = first, first.key
+        clamped["replayed_from"] = f"{first.journal}:{first.offset}"
+        context.log.info(f"the destination's schema history begins at {first.journal}:{first.offset} (its first "
+                         "start): the backfill replays from there")
     try:
-        windows = list(replay_windows(config.replay_source(), root=root, destination=config.destination, label=0,
-                                      start=_ms(start), end=_ms(end) - 1, tables=chosen))
+        windows = list(replay_windows(source, root=root, destination=config.destination, label=0, start=start_at,
+                                      end=_ms(end) - 1, tables=chosen))
         rows = sum(m.rows for _, m in windows)
         context.log.info(f"backfill {start.isoformat()} .. {end.isoformat()} of {', '.join(chosen)}: "
-                         f"{rows} row changes in {len(windows)} staged windows")
+                         f"{rows} row changes in {len(windows)} staged windows; the changelog is replaced up to "
+                         f"its applied end {applied}")
         replaced = 0
-        if windows:  # the changelog first: remerge_mirror decides by it which window holds a key's last change
-            replaced = L.replace_changelog_range(session, lk, windows, tables=chosen, start_ms=_ms(start),
-                                                 end_ms=_ms(end) - 1)
+        if windows and applied is not None:
+            # the changelog first: remerge_mirror decides by it which window holds a key's last change
+            replaced = L.replace_changelog_range(session, lk, windows, tables=chosen, lo_key=lo_key,
+                                                 hi_key=applied, start_ms=_ms(start), end_ms=_ms(end) - 1)
         merged: dict[str, dict[str, int]] = {}
         for d, m in windows:
             for t in L.mirror_tables(m):
@@ -88,7 +124,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    span = {"backfill_start": start.isoformat(), "backfill_end": end.isoformat()}
+    span = {"backfill_start": start.isoformat(), "backfill_end": end.isoformat(), **clamped}
     if report_mirrors:
         for name, counts in merged.items():
             context.log_event(AssetMaterialization(

@@ -296,7 +296,8 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
             return MaterializeResult(metadata={"rows": manifest.rows, "rows_written": int(written or 0),
                                                "tables": len(manifest.tables), **window_metadata(manifest),
                                                "spark_started_at": spark.started_at})
-        if context.has_partition_key_range:
+        # a range (a backfill), or one day (the UI launches a single partition as a run tagged with it)
+        if context.has_partition_key_range or context.has_partition_key:
             from .backfill import run_backfill
 
             tw = context.partition_time_window
