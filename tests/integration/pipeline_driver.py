@@ -20,6 +20,7 @@ from dagster import DagsterInstance, RunRequest, SensorResult, build_sensor_cont
 
 from pipelines.config import PipelineConfig, parse_config
 from pipelines.definitions import build_definitions
+from pipelines.sensor import SensorState
 from pipelines.types import from_db, select_expr
 
 
@@ -216,3 +217,20 @@ def changelog_changes(spark: Any, changelog_path: str, schema: str,
         df = df.where(where)
     rows = df.select("table_name", "op", "before", "after", "pos", "row").orderBy("pos", "row").collect()
     return [(r["table_name"], r["op"], dict(r["before"] if r["op"] == "DELETE" else r["after"])) for r in rows]
+
+
+def drive_until_idle(driver: Driver, timeout: float = 120, settle: float = 0.0) -> None:
+    """Tick until a tick finds no window to take and nothing in flight (everything written is applied); every
+    run must succeed and the sensor must not stop. ``settle``: seconds to wait first (the live parser catching
+    up with what was just written)."""
+    deadline = time.monotonic() + timeout
+    time.sleep(settle)
+    while True:
+        assert time.monotonic() < deadline, f"pipeline not idle in {timeout:.0f} s; cursor {driver.cursor}"
+        before = len(driver.runs)
+        driver.tick()
+        state = SensorState.from_cursor(driver.cursor)
+        assert not state.stopped and not state.snapshot.stopped, driver.cursor
+        assert all(ok for _, ok in driver.runs), [rr.run_key for rr, ok in driver.runs if not ok]
+        if state.inflight is None and state.snapshot.run_key is None and len(driver.runs) == before:
+            return

@@ -30,12 +30,12 @@ import pytest
 
 from pipelines.lake import Lake
 from pipelines.reconcile import table_columns
-from pipelines.sensor import SensorState
 from pipelines.window import order_key
 from tests.integration.pipeline_driver import (
     Driver,
     RecordedChanges,
     changelog_changes,
+    drive_until_idle,
     make_config,
     mirror_rows,
     source_rows,
@@ -95,26 +95,12 @@ def _watermark(spark: Any, path: str, schema: str, table: str) -> int | None:
     return None if row is None or row["v"] is None else int(row["v"])
 
 
-def _idle(driver: Driver, timeout: float = 120) -> None:
-    """Tick until a tick finds no window to take and nothing in flight (everything written is applied)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert time.monotonic() < deadline, f"pipeline not idle in {timeout:.0f} s; cursor {driver.cursor}"
-        before = len(driver.runs)
-        driver.tick()
-        state = SensorState.from_cursor(driver.cursor)
-        assert not state.stopped and not state.snapshot.stopped, driver.cursor
-        assert all(ok for _, ok in driver.runs), [rr.run_key for rr, ok in driver.runs if not ok]
-        if state.inflight is None and state.snapshot.run_key is None and len(driver.runs) == before:
-            return
-
-
 def _converge(driver: Driver, spark: Any, lake: Lake, settings: Any, tables: list[str],
               timeout: float = 150) -> None:
     deadline = time.monotonic() + timeout
     why = ""
     while time.monotonic() < deadline:
-        _idle(driver, timeout=max(1.0, deadline - time.monotonic()))
+        drive_until_idle(driver, timeout=max(1.0, deadline - time.monotonic()))
         why = ""
         for t in tables:
             try:
@@ -195,7 +181,7 @@ def test_rename_table_through_the_pipeline(mariadb_settings: Any, db: RecordedCh
     w.insert("clients", id=7, name="name7", city="Bodø")
     runs = len(driver.runs)
     time.sleep(1)  # the live parser has all of it before the sensor takes a window
-    _idle(driver)
+    drive_until_idle(driver)
     assert len(driver.runs) == runs + 1, "the statements above were not taken as one window"
 
     _check_renamed(spark, lake, mariadb_settings, "orders", "orders_v2", orders_at_rename, k0, k1)
@@ -231,5 +217,5 @@ def test_rename_alone_in_a_window(mariadb_settings: Any, db: RecordedChanges, tm
     w.execute(f"RENAME TABLE {SCHEMA}.orders TO {SCHEMA}.orders_v2")
     k1 = _master_key(mariadb_settings)
     w.update("customers", 2, city="Narvik")
-    _idle(driver)
+    drive_until_idle(driver)
     _check_renamed(spark, lake, mariadb_settings, "orders", "orders_v2", orders_at_rename, k0, k1)

@@ -50,7 +50,6 @@ from dagster_graphql.test.utils import execute_dagster_graphql
 from pipelines.config import parse_config
 from pipelines.lake import Lake
 from pipelines.reconcile import table_columns
-from pipelines.sensor import SensorState
 from pipelines.source import make_source
 from tests.integration import pipeline_location
 from tests.integration.pipeline_driver import (
@@ -58,6 +57,7 @@ from tests.integration.pipeline_driver import (
     RecordedChanges,
     changelog_changes,
     config_data,
+    drive_until_idle,
     mirror_rows,
     source_rows,
 )
@@ -152,20 +152,6 @@ def _transactions(w: RecordedChanges, first: int, n: int) -> None:
             w.delete("accounts", i - 2)
 
 
-def _idle(driver: Driver, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    time.sleep(1)  # the live parser has every change written so far
-    while True:
-        assert time.monotonic() < deadline, f"pipeline not idle in {timeout:.0f} s; cursor {driver.cursor}"
-        before = len(driver.runs)
-        driver.tick()
-        state = SensorState.from_cursor(driver.cursor)
-        assert not state.stopped and not state.snapshot.stopped, driver.cursor
-        assert all(ok for _, ok in driver.runs), [rr.run_key for rr, ok in driver.runs if not ok]
-        if state.inflight is None and state.snapshot.run_key is None and len(driver.runs) == before:
-            return
-
-
 def _mirrors_equal_sources(spark: Any, lake: Lake, settings: Any) -> None:
     for t in TABLES:
         cols = table_columns(settings.repl_kwargs(), SCHEMA, t)
@@ -237,7 +223,7 @@ def _running_pipeline(settings: Any, w: RecordedChanges, tmp_path: Path, workspa
     lake = Lake(driver.config.lake_root)
     driver.tick()  # the live instance starts at the binlog end; both (empty) tables are snapshotted
     _transactions(w, 1, 12)
-    _idle(driver)
+    drive_until_idle(driver, settle=1)
     _mirrors_equal_sources(spark, lake, settings)
     assert changelog_changes(spark, lake.changelog_path(), SCHEMA) == w.log
     return driver, lake, workspace(driver, data)
@@ -273,7 +259,7 @@ def test_ui_range_backfill_restores_the_changelog_and_leaves_the_live_pipeline(
     assert changelog_changes(spark, lake.changelog_path(), SCHEMA) == applied
     assert _live_state(driver) == live  # the live Canal cursor and the sensor's cursor did not move
 
-    _idle(driver)  # the live pipeline goes on: each change once
+    drive_until_idle(driver, settle=1)  # the live pipeline goes on: each change once
     assert changelog_changes(spark, lake.changelog_path(), SCHEMA) == w.log
     _mirrors_equal_sources(spark, lake, settings)
 

@@ -324,14 +324,20 @@ def _last_run_took(h: Harness, seconds: float | None) -> None:
     h.cursor = replace(h.state, last_run_seconds=seconds).to_json()
 
 
-def test_a_run_still_going_at_a_tick_gets_the_next_window_staged_ahead(tmp_path: Path,
-                                                                         instance: DagsterInstance) -> None:
+def _behind(tmp_path: Path, instance: DagsterInstance) -> tuple[Harness, DagsterRun]:
+    """Window 0 (orders @100..150) in flight, its run going after a previous run of 10 s; window 1's entries
+    (customers @400..450) waiting."""
     h = Harness(tmp_path, instance)
     h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
-    first = one_request(h.tick())
-    run = _started(h, first)
+    run = _started(h, one_request(h.tick()))
     _last_run_took(h, 10.0)
     h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    return h, run
+
+
+def test_a_run_still_going_at_a_tick_gets_the_next_window_staged_ahead(tmp_path: Path,
+                                                                         instance: DagsterInstance) -> None:
+    h, run = _behind(tmp_path, instance)
     text = skip_text(h.tick())  # the run is going: the next window is staged, not launched
     assert "STARTED" in text and "window 1: 3 rows mysql-bin.000001:400..mysql-bin.000001:450 staged ahead" in text
     st = h.state
@@ -360,12 +366,7 @@ def test_a_run_still_going_at_a_tick_gets_the_next_window_staged_ahead(tmp_path:
 
 
 def test_a_failed_run_drops_the_window_staged_ahead(tmp_path: Path, instance: DagsterInstance) -> None:
-    h = Harness(tmp_path, instance)
-    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
-    first = one_request(h.tick())
-    run = _started(h, first)
-    _last_run_took(h, 10.0)
-    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    h, run = _behind(tmp_path, instance)
     skip_text(h.tick())
     ahead = Path(h.state.ahead.path)  # type: ignore[union-attr]
     assert ahead.is_dir()
@@ -381,12 +382,7 @@ def test_a_failed_run_drops_the_window_staged_ahead(tmp_path: Path, instance: Da
 
 
 def test_a_source_restart_drops_the_window_staged_ahead(tmp_path: Path, instance: DagsterInstance) -> None:
-    h = Harness(tmp_path, instance)
-    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
-    first = one_request(h.tick())
-    run = _started(h, first)
-    _last_run_took(h, 10.0)
-    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    h, run = _behind(tmp_path, instance)
     skip_text(h.tick())
     h.source.restart()
     _set_status(h, run, DagsterRunStatus.SUCCESS)
@@ -399,12 +395,8 @@ def test_a_source_restart_drops_the_window_staged_ahead(tmp_path: Path, instance
 
 def test_no_staging_ahead_past_batches_an_evaluation_left_behind(tmp_path: Path,
                                                                   instance: DagsterInstance) -> None:
-    h = Harness(tmp_path, instance)
-    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
-    first = one_request(h.tick())
-    run = _started(h, first)
-    _last_run_took(h, 10.0)
-    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450), entry("shop.orders", 1, 500)]
+    h, run = _behind(tmp_path, instance)
+    h.source.entries += [entry("shop.orders", 1, 500)]
     h.source.get_window(2, 1 << 20, 0)  # an evaluation that died after taking a batch, before its cursor
     text = skip_text(h.tick())
     assert "not staging ahead" in text and h.state.ahead is None and h.source.outstanding() == [1, 2]
@@ -416,11 +408,8 @@ def test_no_staging_ahead_past_batches_an_evaluation_left_behind(tmp_path: Path,
 
 def test_no_staging_ahead_after_a_run_longer_than_the_interval(tmp_path: Path,
                                                                 instance: DagsterInstance) -> None:
-    h = Harness(tmp_path, instance)
-    h.source.entries = [entry("shop.orders", 2, 100), entry(None, 0, 150)]
-    first = one_request(h.tick())
-    run = _started(h, first)
-    h.source.entries += [entry("shop.customers", 3, 400), entry(None, 0, 450)]
+    h, run = _behind(tmp_path, instance)
+    _last_run_took(h, None)
     skip_text(h.tick())  # no run has finished yet: nothing known, nothing staged ahead
     assert h.state.ahead is None and h.source.outstanding() == [1]
     _last_run_took(h, 0.9 * 30 + 1)  # this run likely spans the next tick too: a window taken then is fresher
