@@ -28,6 +28,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/service.sh
+. "$ROOT/scripts/lib/service.sh"
 
 usage() {
     echo "usage: $0 start|stop|status|restart|port [NAME]    (NAME defaults to primary)" >&2
@@ -82,26 +84,6 @@ defaults_for_name() {
     fi
 }
 
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-choose_port() {
-    port_busy "$PORT" || return 0
-    if [[ -z "${MARIADB_PORT:-}" && ( "${CI:-}" == "true" || "${MARIADB_PORT_AUTO:-}" == "1" ) ]]; then
-        local k cand
-        for k in $(seq 1 30); do
-            cand=$((PORT + 10 * k))
-            if ! port_busy "$cand"; then
-                log "port $PORT is taken by another process; using $cand (CI=true / MARIADB_PORT_AUTO=1)"
-                PORT="$cand"
-                return 0
-            fi
-        done
-    fi
-    log "port $PORT on 127.0.0.1 is already taken by another process (another checkout's instance?)."
-    log "stop it, or set MARIADB_PORT=<free port> (tests read the port from $CNF), or MARIADB_PORT_AUTO=1"
-    exit 1
-}
 
 # Port of an existing instance, from its my.cnf (stop/status must not depend on the environment).
 configured_port() {
@@ -292,7 +274,7 @@ do_start() {
         log "server process $pid exists but does not answer yet; waiting"
     else
         defaults_for_name
-        choose_port
+        choose_port MARIADB "$CNF" "instance"
         # Stale state from a crash or another machine must not block the start.
         rm -f "$PIDFILE" "$SOCKET" "$SOCKET.lock"
         write_cnf
@@ -336,16 +318,7 @@ do_stop() {
         log "mariadb-admin shutdown failed; sending SIGTERM"
         kill -TERM "$pid" 2>/dev/null || true
     fi
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while kill -0 "$pid" 2>/dev/null; do
-        if (( SECONDS >= deadline )); then
-            log "did not stop within ${STOP_TIMEOUT}s; sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            sleep 1
-            break
-        fi
-        sleep 0.2
-    done
+    await_exit "$pid" 0.2
     rm -f "$PIDFILE"
     log "stopped"
 }

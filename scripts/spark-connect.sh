@@ -20,6 +20,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/service.sh
+. "$ROOT/scripts/lib/service.sh"
 DIR="${CANAL_SPARK_CONNECT_DIR:-$ROOT/.runtime/spark-connect}"
 PIDFILE="$DIR/server.pid"
 PORTFILE="$DIR/port"
@@ -52,13 +54,12 @@ server_pid() {
     fi
 }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 free_port() {
     "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-choose_port() {
+pick_port() {
     if [[ -n "${CANAL_SPARK_CONNECT_PORT:-}" ]]; then
         if port_busy "$CANAL_SPARK_CONNECT_PORT"; then
             log "port $CANAL_SPARK_CONNECT_PORT (CANAL_SPARK_CONNECT_PORT) is taken by another process"
@@ -126,7 +127,7 @@ do_start() {
     else
         fresh=1
         mkdir -p "$DIR"
-        port="$(choose_port)"
+        port="$(pick_port)"
         local -a argv=()
         local -a extra=()
         while [[ $# -gt 0 ]]; do
@@ -189,16 +190,7 @@ do_stop() {
     fi
     log "stopping (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while kill -0 "$pid" 2>/dev/null; do
-        if (( SECONDS >= deadline )); then
-            log "did not stop within ${STOP_TIMEOUT}s; sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            sleep 1
-            break
-        fi
-        sleep 0.3
-    done
+    await_exit "$pid" 0.3
     rm -f "$PIDFILE"
     log "stopped"
 }

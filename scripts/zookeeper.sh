@@ -25,6 +25,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/service.sh
+. "$ROOT/scripts/lib/service.sh"
 
 usage() {
     echo "usage: $0 start|stop|status|restart|port|connect [NAME]    (NAME defaults to main)" >&2
@@ -63,26 +65,6 @@ defaults_for_name() {
     fi
 }
 
-# True when something accepts TCP connections on 127.0.0.1:$1.
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-choose_port() {
-    port_busy "$PORT" || return 0
-    if [[ -z "${ZOOKEEPER_PORT:-}" && ( "${CI:-}" == "true" || "${ZOOKEEPER_PORT_AUTO:-}" == "1" ) ]]; then
-        local k cand
-        for k in $(seq 1 30); do
-            cand=$((PORT + 10 * k))
-            if ! port_busy "$cand"; then
-                log "port $PORT is taken by another process; using $cand (CI=true / ZOOKEEPER_PORT_AUTO=1)"
-                PORT="$cand"
-                return 0
-            fi
-        done
-    fi
-    log "port $PORT on 127.0.0.1 is already taken by another process (another checkout's ZooKeeper?)."
-    log "stop it, or set ZOOKEEPER_PORT=<free port> (tests read the port from $CFG), or ZOOKEEPER_PORT_AUTO=1"
-    exit 1
-}
 
 # Port of an existing instance, from its zoo.cfg (stop/status must not depend on the environment).
 configured_port() {
@@ -180,7 +162,7 @@ do_start() {
         [[ -f "$ZK_JAR" ]] || { log "$ZK_JAR not found: run scripts/setup.sh (installs Debian's zookeeper)"; exit 1; }
         command -v java >/dev/null || { log "java not found: run scripts/setup.sh"; exit 1; }
         defaults_for_name
-        choose_port
+        choose_port ZOOKEEPER "$CFG" "ZooKeeper"
         rm -f "$PIDFILE"
         write_cfg
         log "starting on 127.0.0.1:$PORT (data $DATADIR)"
@@ -221,16 +203,7 @@ do_stop() {
     fi
     log "stopping (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + STOP_TIMEOUT))
-    while kill -0 "$pid" 2>/dev/null; do
-        if (( SECONDS >= deadline )); then
-            log "did not stop within ${STOP_TIMEOUT}s; sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            sleep 1
-            break
-        fi
-        sleep 0.2
-    done
+    await_exit "$pid" 0.2
     rm -f "$PIDFILE"
     log "stopped"
 }

@@ -1,0 +1,43 @@
+# Shared by scripts/mariadb.sh, scripts/zookeeper.sh and scripts/spark-connect.sh (sourced, not run).
+# The sourcing script defines log() and, for choose_port / await_exit, PORT and STOP_TIMEOUT.
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# choose_port PREFIX CONFIG WHAT: keep $PORT when it is free. Otherwise, unless ${PREFIX}_PORT pins it, take
+# $PORT + 10k (k = 1..30) under CI=true or ${PREFIX}_PORT_AUTO=1; else exit 1 saying how to get out of the way.
+choose_port() {
+    local prefix="$1" config="$2" what="$3"
+    local pinned="${prefix}_PORT" auto="${prefix}_PORT_AUTO"
+    port_busy "$PORT" || return 0
+    if [[ -z "${!pinned:-}" && ( "${CI:-}" == "true" || "${!auto:-}" == "1" ) ]]; then
+        local k cand
+        for k in $(seq 1 30); do
+            cand=$((PORT + 10 * k))
+            if ! port_busy "$cand"; then
+                log "port $PORT is taken by another process; using $cand (CI=true / $auto=1)"
+                PORT="$cand"
+                return 0
+            fi
+        done
+    fi
+    log "port $PORT on 127.0.0.1 is already taken by another process (another checkout's $what?)."
+    log "stop it, or set $pinned=<free port> (tests read the port from $config), or $auto=1"
+    exit 1
+}
+
+# await_exit PID POLL: wait up to $STOP_TIMEOUT s for PID (already asked to stop) to exit, polling every POLL
+# seconds; SIGKILL it after that.
+await_exit() {
+    local pid="$1" poll="$2"
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while kill -0 "$pid" 2>/dev/null; do
+        if (( SECONDS >= deadline )); then
+            log "did not stop within ${STOP_TIMEOUT}s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 1
+            break
+        fi
+        sleep "$poll"
+    done
+}
