@@ -71,7 +71,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from .assets.keys import CHANGELOG, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
 from .config import PipelineConfig
-from .source import CanalSource, SourceUnavailable
+from .source import CanalSource, FetchedWindow, SourceUnavailable
 from .window import WindowManifest, order_key, window_dir_name
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,6 @@ class Ahead:
     batch_ids: list[int]
     epoch: str
     path: str
-    rows: int
 
 
 @dataclass
@@ -478,23 +477,30 @@ class CanalSensor:
                              "Fix the cause, then reset this sensor's cursor to resume.")
 
     def _take_window(self, state: SensorState, notes: list[str], deadline: float) -> RunRequest | None:
-        cfg = self.config
         source = self.source()
         epoch = source.epoch
         source.rollback()  # batches left by an interrupted evaluation come again
-        max_wait = min(cfg.window.max_wait_seconds, max(0.0, deadline - time.monotonic() - STAGING_RESERVE_SECONDS))
-        fetched = source.get_window(cfg.window.max_rows, cfg.window.max_bytes, max_wait)
+        fetched = self._fetch(source, deadline)
         if fetched.empty:
             status = source.status()
             notes.append("no new changes" + (f" (source: {status})" if status else ""))
             return self._catch_up_run(state, notes, epoch)
-        path = window_dir(cfg, state.window, state.attempt)
+        manifest, path = self._stage_window(fetched, state.window, state.attempt)
+        return self._launch(state, notes, manifest, path, list(fetched.batch_ids), epoch)
+
+    def _fetch(self, source: CanalSource, deadline: float) -> FetchedWindow:
+        cfg = self.config
+        max_wait = min(cfg.window.max_wait_seconds, max(0.0, deadline - time.monotonic() - STAGING_RESERVE_SECONDS))
+        return source.get_window(cfg.window.max_rows, cfg.window.max_bytes, max_wait)
+
+    def _stage_window(self, fetched: FetchedWindow, window: int, attempt: int) -> tuple[WindowManifest, Path]:
+        cfg = self.config
+        path = window_dir(cfg, window, attempt)
         if path.exists():
             shutil.rmtree(path)  # a partial staging of an interrupted evaluation
-        manifest = self.stage(fetched.entries, root=cfg.staging_root, destination=cfg.destination,
-                              window=state.window, attempt=state.attempt, batch_ids=fetched.batch_ids,
-                              timezone=cfg.timezone)
-        return self._launch(state, notes, manifest, path, list(fetched.batch_ids), epoch)
+        manifest = self.stage(fetched.entries, root=cfg.staging_root, destination=cfg.destination, window=window,
+                              attempt=attempt, batch_ids=fetched.batch_ids, timezone=cfg.timezone)
+        return manifest, path
 
     def _stage_ahead(self, state: SensorState, notes: list[str], deadline: float) -> None:
         """Stage the window after the in-flight one while its run is going (see the module doc)."""
@@ -516,27 +522,21 @@ class CanalSensor:
             notes.append(f"not staging ahead: the source has batches {_fmt_ids(outstanding)} outstanding, the "
                          f"in-flight window {_fmt_ids(infl.batch_ids)}")
             return
-        max_wait = min(cfg.window.max_wait_seconds, max(0.0, deadline - time.monotonic() - STAGING_RESERVE_SECONDS))
-        fetched = source.get_window(cfg.window.max_rows, cfg.window.max_bytes, max_wait)
+        fetched = self._fetch(source, deadline)
         if fetched.empty:
             return
         window = infl.window + 1
-        path = window_dir(cfg, window, 0)
-        if path.exists():
-            shutil.rmtree(path)
         try:
-            manifest = self.stage(fetched.entries, root=cfg.staging_root, destination=cfg.destination,
-                                  window=window, attempt=0, batch_ids=fetched.batch_ids, timezone=cfg.timezone)
+            manifest, path = self._stage_window(fetched, window, 0)
         except Exception as e:
             # its batches stay outstanding, so no later window is staged ahead past them (see above); once the
             # in-flight run is done they are rolled back and the error comes again from the usual staging
             log.exception("staging window %d ahead failed", window)
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(window_dir(cfg, window, 0), ignore_errors=True)
             notes.append(f"staging window {window} ahead failed ({type(e).__name__}: {_one_line(str(e), 300)}); "
                          "it is taken again after the in-flight run")
             return
-        state.ahead = Ahead(window=window, batch_ids=list(fetched.batch_ids), epoch=epoch, path=str(path),
-                            rows=manifest.rows)
+        state.ahead = Ahead(window=window, batch_ids=list(fetched.batch_ids), epoch=epoch, path=str(path))
         notes.append(f"window {window}: {manifest.rows} rows {_pos_text(manifest.start)}..{_pos_text(manifest.end)} "
                      f"staged ahead, launched once window {infl.window} succeeded")
 
