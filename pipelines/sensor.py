@@ -549,11 +549,11 @@ class CanalSensor:
         ahead = state.ahead
         assert ahead is not None
         state.ahead = None
-        from .staging import load_window
+        from .staging import IncompleteWindowError, load_window
 
         try:
             manifest = load_window(ahead.path)
-        except (OSError, ValueError) as e:  # removed or damaged since: take the window afresh
+        except (IncompleteWindowError, OSError, ValueError) as e:  # removed or damaged since: take it afresh
             log.warning("window %d staged ahead at %s is unusable (%s): taking it again", ahead.window, ahead.path, e)
             shutil.rmtree(ahead.path, ignore_errors=True)
             self.source().rollback()

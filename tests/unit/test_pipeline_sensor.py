@@ -4,6 +4,7 @@ fake CanalSource (in-memory entries) and a fake stage function: no MySQL, no Spa
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -391,6 +392,18 @@ def test_a_source_restart_drops_the_window_staged_ahead(tmp_path: Path, instance
     # the redelivery starts at the acked cursor, so window 1 holds window 0's entries again (idempotent writes)
     assert nxt.run_key == "example:1:0" and nxt.tags["canal/start"] == "mysql-bin.000001:100"
     assert nxt.tags["canal/end"] == "mysql-bin.000001:450" and nxt.tags["canal/rows"] == "5"
+
+
+def test_a_window_staged_ahead_that_vanished_is_taken_afresh(tmp_path: Path, instance: DagsterInstance) -> None:
+    h, run = _behind(tmp_path, instance)
+    skip_text(h.tick())
+    shutil.rmtree(h.state.ahead.path)  # type: ignore[union-attr]  # e.g. someone cleaned the staging directory
+    _set_status(h, run, DagsterRunStatus.SUCCESS)
+    skip_text(h.tick())  # acked window 0, rolled the lost window's batches back, launched nothing
+    assert h.source.acks == [1] and h.source.outstanding() == [] and h.state.ahead is None
+    nxt = one_request(h.tick())
+    assert nxt.run_key == "example:1:0" and nxt.tags["canal/start"] == "mysql-bin.000001:400"
+    assert nxt.tags["canal/end"] == "mysql-bin.000001:450"
 
 
 def test_no_staging_ahead_past_batches_an_evaluation_left_behind(tmp_path: Path,
