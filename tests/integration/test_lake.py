@@ -149,15 +149,21 @@ def test_lake_paths() -> None:
         L.Lake("/x").mirror_path("a", "b/c")
 
 
-def test_changelog_is_idempotent(spark: Any, tmp_path: Path) -> None:
-    lake = L.Lake(str(tmp_path / "lake"))
+def changelog_windows(tmp_path: Path) -> tuple[Any, Any, Any]:
+    """Windows 1 (3 inserts at 10..40), 2 (a delete and an insert at 50..70) and 2b: after a restart the server
+    re-delivers from its acked cursor (50) with other batch boundaries, to 90 (one change more)."""
     cols = [("id", pa.int32(), True)]
     w1 = stage(tmp_path / "s1", Win(1, 10, 40, {"shop.a": [Part(cols, [(I, 10, 0, 0, 1), (I, 10, 1, 0, 2),
                                                                               (I, 40, 0, 0, 3)])]}))
     w2 = stage(tmp_path / "s2", Win(2, 50, 70, {"shop.a": [Part(cols, [(D, 50, 0, 0, 1), (I, 70, 0, 0, 4)])]}))
-    # after a restart the server re-delivers from its acked cursor (50) with other batch boundaries, to 90
     w2b = stage(tmp_path / "s3", Win(3, 50, 90, {"shop.a": [Part(cols, [(D, 50, 0, 0, 1), (I, 70, 0, 0, 4),
                                                                            (I, 90, 0, 0, 5)])]}))
+    return w1, w2, w2b
+
+
+def test_changelog_is_idempotent(spark: Any, tmp_path: Path) -> None:
+    lake = L.Lake(str(tmp_path / "lake"))
+    w1, w2, w2b = changelog_windows(tmp_path)
     path = lake.changelog_path()
     assert L.apply_changelog(spark, lake, *w1) == 3
     assert L.apply_changelog(spark, lake, *w2) == 2

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_lake import ITEMS, Part, Win, k, p, stage, table_of
+from test_lake import ITEMS, Part, Win, changelog_windows, k, p, stage, table_of
 
 from pipelines import lake as L
 from pipelines.reconcile import arrow_fingerprint, dataframe_fingerprint
@@ -125,12 +125,8 @@ def test_script_is_idempotent_and_a_run_session_leaves_the_server_running(server
 
 def test_changelog_append_and_idempotent_replay(cspark: Any, tmp_path: Path) -> None:
     lake = L.Lake(str(tmp_path / "lake"))
+    w1, w2, w2b = changelog_windows(tmp_path)
     cols = [("id", pa.int32(), True)]
-    w1 = stage(tmp_path / "s1", Win(1, 10, 40, {"shop.a": [Part(cols, [(I, 10, 0, 0, 1), (I, 10, 1, 0, 2),
-                                                                              (I, 40, 0, 0, 3)])]}))
-    w2 = stage(tmp_path / "s2", Win(2, 50, 70, {"shop.a": [Part(cols, [(D, 50, 0, 0, 1), (I, 70, 0, 0, 4)])]}))
-    w2b = stage(tmp_path / "s3", Win(3, 50, 90, {"shop.a": [Part(cols, [(D, 50, 0, 0, 1), (I, 70, 0, 0, 4),
-                                                                           (I, 90, 0, 0, 5)])]}))
     path = lake.changelog_path()
     assert L.apply_changelog(cspark, lake, *w1) == 3
     assert L.apply_changelog(cspark, lake, *w2) == 2
