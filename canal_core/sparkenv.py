@@ -154,6 +154,20 @@ def spark_session_builder(
     return builder
 
 
+# Delta logs an ERROR on every scan of a table with both column mapping and deletion vectors (the mirrors): it
+# cannot translate its internal skip-deleted-rows filter to physical column names for Parquet pushdown, so Spark
+# applies that filter itself. Nothing is wrong and nothing can be done about it in a query; the line only alarms.
+DELTA_SCAN_NOISE = "org.apache.spark.sql.delta.DeltaParquetFileFormat"
+
+
+def quiet_delta_scan_noise(spark: SparkSession) -> None:
+    """Raise DELTA_SCAN_NOISE's log level to FATAL in this classic session's JVM (scripts/spark-connect.sh does
+    the same for the Spark Connect server in its log4j2.properties)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        DELTA_SCAN_NOISE, jvm.org.apache.logging.log4j.Level.FATAL)
+
+
 def connect_server_argv(port: int, master: str = "local[2]", conf: dict[str, Any] | None = None,
                         app_name: str = "canal-spark-connect") -> list[str]:
     """The spark-submit command line of a Spark Connect server on 127.0.0.1:``port`` with the settings of

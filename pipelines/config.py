@@ -100,6 +100,7 @@ class PathSettings:
 @dataclass(frozen=True, slots=True)
 class LakeSettings:
     root: str = ".runtime/lake"       # a local path or an object-store URI (s3a://, abfss://, gs://)
+    deletion_vectors: bool = True     # new mirrors get delta.enableDeletionVectors (merge-on-read MERGE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +348,7 @@ def _validate(cfg: PipelineConfig, file: Path | str) -> PipelineConfig:
         cfg,
         canal=replace(c, conf_dir=_abs(base, c.conf_dir)),
         paths=PathSettings(staging=_abs(base, cfg.paths.staging), state=_abs(base, cfg.paths.state)),
-        lake=LakeSettings(root=lake_root),
+        lake=replace(cfg.lake, root=lake_root),
     )
 
 

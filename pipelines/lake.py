@@ -105,6 +105,9 @@ MIRROR_PROPERTIES = {
     "delta.columnMapping.mode": "name",   # DROP / RENAME COLUMN without rewriting the table
     "delta.enableTypeWidening": "true",   # INT -> BIGINT etc. in place
 }
+# merge-on-read: a window's MERGE marks the rows it replaces or deletes in deletion vectors and writes only the
+# changed rows, instead of rewriting every file it touches (with changes spread over the keys: the whole table)
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 CHANGELOG_KEY = ("destination", "server_id", "pos", "row")
 
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
@@ -138,6 +141,7 @@ class Lake:
     """Table locations under a lake root: a local directory or an object-store URI (s3a://, abfss://, gs://)."""
 
     root: str
+    deletion_vectors: bool = True  # new mirrors are created with deletion vectors (lake.deletion_vectors)
 
     def __post_init__(self) -> None:
         root = str(self.root)
@@ -150,6 +154,10 @@ class Lake:
 
     def mirror_path(self, schema: str, table: str) -> str:
         return f"{self.root}/mirror/{_check_name('schema', schema)}/{_check_name('table', table)}"
+
+    def mirror_properties(self) -> dict[str, str]:
+        """Table properties of a new mirror (an existing mirror keeps its own)."""
+        return {**MIRROR_PROPERTIES, **(DELETION_VECTORS if self.deletion_vectors else {})}
 
 
 def changelog_app_id(destination: str) -> str:
@@ -971,8 +979,8 @@ def _mirror_struct(part_schema: StructType) -> StructType:
     return T.StructType([T.StructField(f.name, f.dataType, True) for f in fields] + meta)
 
 
-def _create_mirror(spark: SparkSession, path: str, struct: StructType, name: str) -> None:
-    _create_table(spark, path, struct, properties={"canal.table": name, **MIRROR_PROPERTIES})
+def _create_mirror(spark: SparkSession, lake: Lake, path: str, struct: StructType, name: str) -> None:
+    _create_table(spark, path, struct, properties={"canal.table": name, **lake.mirror_properties()})
 
 
 def _latest(df: DataFrame, keys: Sequence[str]) -> DataFrame:
@@ -1116,7 +1124,7 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
         df = _read_staged(spark, _file(window_dir, part.file))
         where = _where(table.name, part.min_pos)
         if struct is None:
-            _create_mirror(spark, path, _mirror_struct(df.schema), table.name)
+            _create_mirror(spark, lake, path, _mirror_struct(df.schema), table.name)
             struct = spark.read.format("delta").load(path).schema
         plan = _plan_schema(table.name, struct, df.schema, where)
         if not plan.empty():
@@ -1240,7 +1248,7 @@ def rename_mirror(spark: SparkSession, lake: Lake,
         if st.exists:
             spark.sql(emptied)
         else:
-            w = w.options(**MIRROR_PROPERTIES)
+            w = w.options(**lake.mirror_properties())
         with _txn(spark, app, pos, note):
             w.save(path)
         if not st.exists:
@@ -1327,7 +1335,7 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
     df = df.select("*", F.lit(version).cast("bigint").alias(COL_POS), F.lit(0).alias(COL_ROW), ts.alias(COL_TS))
     w = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
     if not state.exists:  # writer options delta.* become table properties of a new table
-        w = w.options(**MIRROR_PROPERTIES)
+        w = w.options(**lake.mirror_properties())
     with _txn(spark, app, version, f"canal:snapshot@{position_key}"):
         _retry_concurrent(lambda: w.save(path), f"snapshot into {path}")
     if PROP_DROPPED in state.properties:

@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _headless(cfg: PipelineConfig, args: argparse.Namespace, dev: subprocess.Popen[bytes],
               work: subprocess.Popen[bytes]) -> int:
-    from canal_core.sparkenv import spark_session_builder
+    from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
     from . import demo
 
@@ -188,6 +188,7 @@ def _headless(cfg: PipelineConfig, args: argparse.Namespace, dev: subprocess.Pop
     _say(f"workload finished (exit {work.returncode}); waiting for the mirrors to catch up")
     tables = [f"{demo.SCHEMA}.{t}" for t in demo.TABLES]
     spark = spark_session_builder("canal-pipeline-headless", master="local[1]").getOrCreate()
+    quiet_delta_scan_noise(spark)
     try:
         deadline = time.monotonic() + args.timeout
         rows: list[tuple[str, int, int | None, bool]] = []

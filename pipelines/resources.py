@@ -45,11 +45,12 @@ class SparkResource(ConfigurableResource):
             else:
                 from pyspark import SparkContext
 
-                from canal_core.sparkenv import spark_session_builder
+                from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
                 # a session the process already has (a test's, an in-process run's host) is used and left running
                 self._owned = SparkContext._active_spark_context is None
                 self._session = spark_session_builder(self.app_name, self.master, dict(self.conf)).getOrCreate()
+                quiet_delta_scan_noise(self._session)
                 self._started_at = self._session.sparkContext.startTime / 1000
         return self._session
 
@@ -114,11 +115,12 @@ class LakeResource(ConfigurableResource):
     """Where the Delta tables live: a local path or an object-store URI."""
 
     root: str
+    deletion_vectors: bool = Field(default=True, description="new mirrors get Delta deletion vectors")
 
     def lake(self) -> Lake:
         from .lake import Lake
 
-        return Lake(self.root)
+        return Lake(self.root, self.deletion_vectors)
 
 
 class CanalWindowResource(ConfigurableResource):
@@ -138,6 +140,6 @@ def resources_for(config: PipelineConfig) -> dict[str, Any]:
     return {
         "spark": SparkResource(master=config.spark.master, app_name=config.spark.app_name,
                                conf=dict(config.spark.conf), remote=config.spark.remote),
-        "lake": LakeResource(root=config.lake_root),
+        "lake": LakeResource(root=config.lake_root, deletion_vectors=config.lake.deletion_vectors),
         "canal_window": CanalWindowResource(),
     }

@@ -95,8 +95,10 @@ log_tail() {
     fi
 }
 
-# Spark's default logging, less one warning: every read of a file that may be absent (a table's
-# _delta_log/_last_checkpoint, read by pipelines/lake.py on Connect) logs a stack trace from FileStreamSink.
+# Spark's default logging, less two false alarms: every read of a file that may be absent (a table's
+# _delta_log/_last_checkpoint, read by pipelines/lake.py on Connect) logs a stack trace from FileStreamSink, and
+# every scan of a mirror (column mapping + deletion vectors) an ERROR from DeltaParquetFileFormat
+# (canal_core/sparkenv.py DELTA_SCAN_NOISE says why).
 write_log_conf() {
     cat >"$DIR/log4j2.properties" <<'EOF'
 rootLogger.level = info
@@ -108,6 +110,8 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.filestreamsink.name = org.apache.spark.sql.execution.streaming.sinks.FileStreamSink
 logger.filestreamsink.level = error
+logger.deltascan.name = org.apache.spark.sql.delta.DeltaParquetFileFormat
+logger.deltascan.level = fatal
 EOF
 }
 

@@ -225,6 +225,36 @@ def test_mirror_converges_and_replays_are_harmless(spark: Any, tmp_path: Path) -
     assert props["delta.columnMapping.mode"] == "name"
 
 
+@pytest.mark.parametrize("deletion_vectors", [True, False])
+def test_mirror_merge_on_read(spark: Any, tmp_path: Path, deletion_vectors: bool) -> None:
+    """lake.deletion_vectors: a MERGE that updates and deletes rows copies none of the untouched ones (it marks
+    the replaced rows in deletion vectors); off, the touched files are rewritten. Same rows either way."""
+    lake = L.Lake(str(tmp_path / "lake"), deletion_vectors=deletion_vectors)
+    name = "shop.items"
+    w1 = stage(tmp_path / "s", Win(1, 100, 100, {name: [Part(ITEMS, [
+        (I, 100, i, 0, i, f"n{i}", p(f"{i}.00")) for i in range(1, 9)])]}))
+    w2 = stage(tmp_path / "s", Win(2, 200, 210, {name: [Part(ITEMS, [
+        (U, 200, 0, 0, 2, "two", p("2.50")), (D, 210, 0, 0, 3, "n3", p("3.00")),
+        (I, 210, 1, 0, 9, "n9", p("9.00"))])]}))
+    path = lake.mirror_path("shop", "items")
+    L.apply_mirror(spark, lake, *w1, table_of(w1[1], name))
+    r2 = L.apply_mirror(spark, lake, *w2, table_of(w2[1], name))
+    assert (r2.inserted, r2.updated, r2.deleted) == (1, 1, 1)
+    assert rows(spark, path) == [(1, "n1", p("1.00")), (2, "two", p("2.50")), (4, "n4", p("4.00")),
+                                 (5, "n5", p("5.00")), (6, "n6", p("6.00")), (7, "n7", p("7.00")),
+                                 (8, "n8", p("8.00")), (9, "n9", p("9.00"))]
+    merge = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
+    assert merge is not None and merge["operation"] == "MERGE"
+    metrics = {k: int(v) for k, v in merge["operationMetrics"].items()}
+    features = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["tableFeatures"]
+    if deletion_vectors:
+        assert "deletionVectors" in features
+        assert metrics["numTargetRowsCopied"] == 0 and metrics["numTargetDeletionVectorsAdded"] >= 1
+    else:
+        assert "deletionVectors" not in features
+        assert metrics["numTargetRowsCopied"] >= 4 and metrics["numTargetDeletionVectorsAdded"] == 0
+
+
 def test_schema_plan_decisions() -> None:
     from pyspark.sql import types as T
 

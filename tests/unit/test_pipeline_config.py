@@ -29,7 +29,7 @@ def test_shipped_file_loads_with_its_defaults() -> None:
     assert cfg.sensor.interval_seconds == 30 and cfg.spark.master == "local[2]"
     assert cfg.staging_root == REPO_ROOT / ".runtime/pipeline/staging"
     assert cfg.state_dir == REPO_ROOT / ".runtime/pipeline/state/demo"
-    assert cfg.lake_root == str(REPO_ROOT / ".runtime/lake")
+    assert cfg.lake_root == str(REPO_ROOT / ".runtime/lake") and cfg.lake.deletion_vectors is True
     assert cfg.changelog.start_date == "2024-01-01"
     kw = cfg.conn_kwargs()
     assert (kw["host"], kw["port"], kw["user"], kw["password"]) == ("127.0.0.1", 3407, "canal", "canal")
@@ -41,7 +41,7 @@ destination: shop
 window: {max_rows: 1000, max_bytes: 1048576, max_wait_seconds: 2}
 sensor: {interval_seconds: 10, max_failures: 2, backoff_seconds: 1.5}
 paths: {staging: stage, state: /var/tmp/canal-state}
-lake: {root: "s3a://bucket/lake"}
+lake: {root: "s3a://bucket/lake", deletion_vectors: false}
 spark: {master: "spark://h:7077", conf: {spark.executor.memory: 4g, spark.sql.ansi.enabled: true}}
 changelog: {start_date: 2025-06-01}
 maintenance: {cron: "30 2 * * 0", vacuum_retention_hours: 24}
@@ -52,6 +52,11 @@ maintenance: {cron: "30 2 * * 0", vacuum_retention_hours: 24}
     assert cfg.sensor.backoff_seconds == 1.5 and cfg.sensor.max_failures == 2
     assert cfg.staging_root == tmp_path / "stage" and cfg.state_dir == Path("/var/tmp/canal-state/shop")
     assert cfg.lake_root == "s3a://bucket/lake"  # a URI is left alone
+    assert cfg.lake.deletion_vectors is False
+    from pipelines.resources import resources_for
+
+    lake = resources_for(cfg)["lake"].lake()
+    assert lake.root == "s3a://bucket/lake" and "delta.enableDeletionVectors" not in lake.mirror_properties()
     assert cfg.spark.conf == {"spark.executor.memory": "4g", "spark.sql.ansi.enabled": "true"}
     assert cfg.changelog.start_date == "2025-06-01"  # YAML's date, as text
     kw = cfg.conn_kwargs()
