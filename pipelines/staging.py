@@ -5,7 +5,8 @@ manifest into a temporary directory, fsyncs them, and renames the directory into
 either holds everything with manifest.json or does not exist (a directory without manifest is incomplete
 and ``load_window`` refuses it). Staging the same window/attempt again replaces what is there.
 
-Speed matters (a window is ~100k rows): values are pulled from the protobuf messages once, as text lists;
+Speed matters (a window is ~100k rows): the texts of an entry's rows come out of one protobuf parse that merges
+all its columns (``_images``: no Python object per column), as UTF-8 bytes into one flat list for the window;
 typed columns are converted per column with Arrow (pipelines.types.convert_texts), never value by value
 in Python except where Arrow cannot convert exactly.
 """
@@ -16,20 +17,23 @@ import os
 import shutil
 import time
 import uuid
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, repeat
-from operator import attrgetter, itemgetter, ne
+from itertools import accumulate, chain, compress, repeat
+from operator import ne
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 from canal_core.entry.proto import EntryProtocol_pb2 as pb
 
-from .types import TypeMappingError, arrow_schema, convert_texts
+from .types import TypeMappingError, arrow_schema, convert_texts, parse_type
 from .window import (
     COL_OP,
     COL_POS,
@@ -70,6 +74,63 @@ META_FIELDS = (
     pa.field(COL_TS, pa.timestamp("us", tz="UTC"), nullable=False),
 )
 
+
+def _staging_messages() -> tuple[Any, Any, Any, Any, Any]:
+    """Message classes for reading Canal's RowChange fast, built from EntryProtocol's descriptor (same wire
+    format, other Python types):
+
+    - RowChange with each RowData left as its serialized bytes, and ``FullRowChange`` with its columns;
+    - RowData whose Column values are bytes (the first row, whose column wrappers give the layout, and rows
+      read column by column);
+    - ``MergedRowData``: beforeColumns / afterColumns as one ``ColumnFields`` each, a message holding every
+      Column field as a repeated field, and ``MergedRowChange`` whose rowDatas is one MergedRowData. Protobuf
+      merges repeated occurrences of a message field into one message, so parsing a RowChange with it
+      collects each field of all its rows' before (after) columns in one list per field, in column order,
+      with no Python object per row or column.
+
+    Values stay bytes throughout: Arrow takes the UTF-8 as it is (and checks it, as protobuf's string parsing
+    would), and comparing two values' bytes is comparing their texts."""
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(fdp)
+    old, new = pb.DESCRIPTOR.package, "canal_staging"
+    fdp.name, fdp.package = "canal_staging_entry.proto", new
+    full = fdp.message_type.add()
+    full.CopyFrom(next(m for m in fdp.message_type if m.name == "RowChange"))
+    full.name = "FullRowChange"
+    for m in fdp.message_type:
+        for f in m.field:
+            if f.type_name.startswith(f".{old}."):
+                f.type_name = f".{new}." + f.type_name[len(old) + 2:]
+            if m.name == "Column" and f.name == "value":
+                f.type = F.TYPE_BYTES
+            if m.name == "RowChange" and f.name == "rowDatas":
+                f.type = F.TYPE_BYTES
+                f.ClearField("type_name")
+    fields = fdp.message_type.add(name="ColumnFields")
+    column = next(m for m in fdp.message_type if m.name == "Column")
+    for f in column.field:
+        scalar = f.type in (F.TYPE_INT32, F.TYPE_BOOL)
+        fields.field.add(name=f.name, number=f.number, type=f.type if scalar else F.TYPE_BYTES,
+                         label=F.LABEL_REPEATED)
+    merged = fdp.message_type.add(name="MergedRowData")
+    for number, name in ((1, "beforeColumns"), (2, "afterColumns")):
+        merged.field.add(name=name, number=number, type=F.TYPE_MESSAGE, type_name=f".{new}.ColumnFields",
+                         label=F.LABEL_OPTIONAL)
+    merged.field.add(name="props", number=3, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
+    merged_change = fdp.message_type.add()
+    merged_change.CopyFrom(full)
+    merged_change.name = "MergedRowChange"
+    rows_field = next(f for f in merged_change.field if f.name == "rowDatas")
+    rows_field.type_name, rows_field.label = f".{new}.MergedRowData", F.LABEL_OPTIONAL
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{new}.{name}"))
+                 for name in ("RowChange", "RowData", "MergedRowData", "MergedRowChange",
+                              "FullRowChange"))  # type: ignore[return-value]
+
+
+_RowChange, _RowData, _MergedRowData, _MergedRowChange, _FullRowChange = _staging_messages()
 _DML = {pb.INSERT: OP_INSERT, pb.UPDATE: OP_UPDATE, pb.DELETE: OP_DELETE}
 _DDL_TYPES = frozenset({pb.CREATE, pb.ALTER, pb.ERASE, pb.RENAME, pb.TRUNCATE, pb.CINDEX, pb.DINDEX})
 _MS_PER_DAY = 86_400_000
@@ -176,9 +237,10 @@ class _Stager:
         self.ddl: list[DdlRecord] = []
         self.names: dict[str, int] = {}
         self.seq: dict[str, int] = {}
-        # every row image once, as Canal's texts; parts and changelog refer to them by index and share one
-        # Arrow conversion of all texts
-        self.pool: list[list[str | None]] = []
+        # every row image once, as Canal's texts (UTF-8 bytes), image i being texts[starts[i]:starts[i + 1]];
+        # parts and changelog refer to images by index and share one Arrow conversion of all texts
+        self.texts: list[bytes | None] = []
+        self.starts = array("i", [0])
 
     def add(self, raw: bytes) -> None:
         entry = pb.Entry.FromString(raw)
@@ -191,7 +253,8 @@ class _Stager:
             self.last = h
         if entry.entryType != pb.ROWDATA:
             return  # transaction begin / end, heartbeats, GTID entries: counted, nothing to stage
-        rc = pb.RowChange.FromString(entry.storeValue)
+        store = entry.storeValue
+        rc = _RowChange.FromString(store)
         et = rc.eventType
         if rc.isDdl or et in _DDL_TYPES:
             self._ddl(h, rc)
@@ -202,7 +265,7 @@ class _Stager:
                                        f"{h.logfileOffset} on {h.schemaName}.{h.tableName}: the source's "
                                        "binlog_format must be ROW")
                 return
-            self._rows(h, rc, et)
+            self._rows(h, store, rc, et)
         # QUERY (the original SQL of a rows event), XACOMMIT / XAROLLBACK: nothing to stage
 
     def _pos(self, h: Any) -> int:
@@ -248,45 +311,37 @@ class _Stager:
         t.ddl_since = False
         return part
 
-    def _rows(self, h: Any, rc: Any, et: int) -> None:
-        rds = rc.rowDatas
-        first = rds[0]
-        # the first row's column wrappers stay alive until its values are read: protobuf hands out the same
-        # objects again instead of building new ones
-        wrappers = list(first.beforeColumns if et == pb.DELETE else first.afterColumns)
-        part = self._part(h, wrappers, et)
+    def _rows(self, h: Any, store: bytes, rc: Any, et: int) -> None:
+        rds = _Rows(store, rc.rowDatas)
+        first = rds.first
+        part = self._part(h, list(first.beforeColumns if et == pb.DELETE else first.afterColumns), et)
         n_cols = len(part.names)
         pos = self._pos(h)
         ts = h.executeTime * 1000
         n = len(rds)
-        pool = self.pool
         before = after = -1
         updated = None
         if et == pb.INSERT:
-            after = len(pool)
-            pool.extend(_images(rds, "afterColumns", n_cols, h, et))
+            after = self._add_images(_images(rds, "afterColumns", n_cols, h, et), n_cols, n)
             part.extend(OP_INSERT, pos, ts, range(after, after + n), range(n))
             part.inserts += n
         elif et == pb.DELETE:
-            before = len(pool)
-            pool.extend(_images(rds, "beforeColumns", n_cols, h, et))
+            before = self._add_images(_images(rds, "beforeColumns", n_cols, h, et), n_cols, n)
             part.extend(OP_DELETE, pos, ts, range(before, before + n), range(n))
             part.deletes += n
         else:
-            bi = _images(rds, "beforeColumns", n_cols, h, et)
-            ai = _images(rds, "afterColumns", n_cols, h, et)
-            before = len(pool)
-            after = before + n
-            pool.extend(bi)
-            pool.extend(ai)
-            ids = part.name_ids
+            bv = _images(rds, "beforeColumns", n_cols, h, et)
+            av = _images(rds, "afterColumns", n_cols, h, et)
+            before = self._add_images(bv, n_cols, n)
+            after = self._add_images(av, n_cols, n)
             # Canal's Column.updated: the text or NULL-ness differs from the before image
-            updated = [[i for i, b, a in zip(ids, bv, av, strict=True) if b != a]
-                       for bv, av in zip(bi, ai, strict=True)]
-            moved: list[bool] = []
-            if part.key_idx:
-                kg = itemgetter(*part.key_idx)
-                moved = list(map(ne, map(kg, bi), map(kg, ai)))
+            changed = list(map(ne, bv, av))
+            ids = part.name_ids
+            updated = [list(compress(ids, changed[k:k + n_cols])) for k in range(0, n * n_cols, n_cols)]
+            # a row moved when a key column changed (the images are row-major: column j of every row is a
+            # slice with step n_cols)
+            keys = [changed[j::n_cols] for j in part.key_idx]
+            moved = list(map(any, zip(*keys, strict=True))) if keys else []
             if not any(moved):
                 part.extend(OP_UPDATE, pos, ts, range(after, after + n), range(n))
                 part.updates += n
@@ -300,10 +355,17 @@ class _Stager:
                     else:
                         part.extend(OP_UPDATE, pos, ts, (after + i,), (i,))
                         part.updates += 1
-        del wrappers
         self.rows += n
         self.changes.append(_Changes(h.schemaName, h.tableName, _DML[et], h.logfileName, h.logfileOffset, pos,
                                      h.gtid, h.serverId, h.executeTime, n, part, before, after, updated))
+
+    def _add_images(self, texts: list[bytes | None], n_cols: int, n: int) -> int:
+        """Append n images of n_cols texts each (row-major); the first one's index."""
+        first = len(self.starts) - 1
+        start = self.starts[-1]
+        self.texts += texts
+        self.starts.extend(range(start + n_cols, start + n_cols * n + 1, n_cols) if n_cols else repeat(start, n))
+        return first
 
     # ---- output ------------------------------------------------------------------------------------
 
@@ -357,8 +419,13 @@ class _Stager:
         return manifest
 
     def _pool_array(self) -> pa.ListArray:
-        offsets = pa.array(accumulate(map(len, self.pool), initial=0), pa.int32())
-        return pa.ListArray.from_arrays(offsets, pa.array(chain.from_iterable(self.pool), pa.string()))
+        offsets = _int32s(self.starts)
+        try:
+            # as bytes, then one UTF-8 check of the whole buffer: half the cost of converting to string directly
+            texts = pa.array(self.texts, pa.binary()).cast(pa.string())
+        except pa.ArrowInvalid as exc:  # what parsing the value as a protobuf string would have refused
+            raise DecodeError(f"a Canal Column.value is not UTF-8: {exc}") from None
+        return pa.ListArray.from_arrays(offsets, texts)
 
     def _part_table(self, t: _Table, part: _Part, pool: pa.ListArray, unrepresentable: dict[str, int]) -> pa.Table:
         schema = arrow_schema(part.columns, META_FIELDS)
@@ -369,10 +436,16 @@ class _Stager:
             pa.array(part.sub, pa.int8()),
             pa.array(part.ts, pa.int64()).cast(META_FIELDS[4].type),
         ]
-        images = _select(pool, part.images)
+        # column j of image i is the pool's text starts[i] + j: one take of the flat texts per column
+        first = pool.offsets.take(_int32s(part.images))
         for j, spec in enumerate(part.columns):
             try:
-                arr, bad = convert_texts(spec.mysql_type, pc.list_element(images, j), self.timezone, spec.name)
+                texts = pool.values.take(pc.add(first, j))
+                arr = _latin1_bytes(texts) if parse_type(spec.mysql_type, spec.name).kind == "binary" else None
+                if arr is not None:
+                    bad = 0
+                else:
+                    arr, bad = convert_texts(spec.mysql_type, texts, self.timezone, spec.name)
             except (ValueError, ArithmeticError, pa.ArrowException) as exc:
                 raise StagingError(f"{t.schema}.{t.table}.{spec.name} ({spec.mysql_type}): a value Canal sent "
                                    f"does not convert: {exc}") from exc
@@ -389,8 +462,11 @@ class _Stager:
         total = sum(counts)
         names = pa.array(list(self.names), pa.string())
 
+        # each change's values repeated over its rows: one array of the changes, taken by row
+        change_of_row = _int32s(chain.from_iterable(map(repeat, range(len(cs)), counts)))
+
         def per_change(values: list[Any], typ: pa.DataType) -> pa.Array:
-            return pa.array(chain.from_iterable(map(repeat, values, counts)), typ, size=total)
+            return pa.array(values, typ).take(change_of_row)
 
         # list<string> columns as offsets + ids into the window's name list (a take, not a string per value)
         key_off, key_ids = _lists((c.part.key_ids, c.n) for c in cs)
@@ -405,7 +481,7 @@ class _Stager:
             "binlog_file": per_change([c.file for c in cs], pa.string()),
             "binlog_offset": per_change([c.offset for c in cs], pa.int64()),
             "pos": per_change([c.pos for c in cs], pa.int64()),
-            "row": pa.array(chain.from_iterable(map(range, counts)), pa.int32(), size=total),
+            "row": _int32s(chain.from_iterable(map(range, counts))),
             "gtid": per_change([c.gtid for c in cs], pa.string()),
             "server_id": per_change([c.server_id for c in cs], pa.int64()),
             "execute_time": per_change([c.ts_ms * 1000 for c in cs], pa.int64()).cast(
@@ -418,6 +494,25 @@ class _Stager:
             "after": _text_maps(cs, names, pool, "after"),
         }
         return pa.Table.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+
+def _latin1_bytes(texts: pa.StringArray) -> pa.Array | None:
+    """convert_texts of a binary column (Canal's text of bytes is one ISO-8859-1 char per byte) for the whole
+    column at once: one decode + encode of the texts' UTF-8 buffer, the byte lengths being the char lengths.
+    None when a text is not ISO-8859-1: convert_texts raises its error then."""
+    n = len(texts)
+    _, off_buf, data_buf = texts.buffers()
+    offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, off_buf], offset=texts.offset)
+    lo, hi = offsets[0].as_py(), offsets[n].as_py()
+    try:
+        data = data_buf[lo:hi].to_pybytes().decode("utf-8").encode("latin-1") if hi > lo else b""
+    except UnicodeEncodeError:
+        return None
+    lengths = pc.fill_null(pc.utf8_length(texts), 0)
+    ends = pc.cumulative_sum(lengths) if n else pa.array([], pa.int32())
+    new_offsets = pa.concat_arrays([pa.array([0], pa.int32()), ends.cast(pa.int32())])
+    out = pa.Array.from_buffers(pa.binary(), n, [None, new_offsets.buffers()[1], pa.py_buffer(data)])
+    return pc.if_else(texts.is_null(), pa.scalar(None, pa.binary()), out) if texts.null_count else out
 
 
 def _select(pool: pa.ListArray, idx: list[Any]) -> pa.ListArray:
@@ -439,58 +534,127 @@ def _image_error(h: Any, et: int) -> RowImageError:
                          "the source's binlog_row_image must be FULL")
 
 
-def _images(rds: Any, side: str, n_cols: int, h: Any, et: int) -> list[list[str | None]]:
-    """Canal's texts of one image of every row; None for SQL NULL."""
-    get = attrgetter(side)
-    images = [[c.value for c in get(rd)] for rd in rds]
-    if set(map(len, images)) != {n_cols}:
+class _Rows:
+    """The RowDatas of one entry (``raw``: each serialized), parsed as needed: the first row (the layout), all
+    rows merged (the texts), row by row, or the whole RowChange with its columns."""
+
+    __slots__ = ("_merged", "first", "raw", "store")
+
+    def __init__(self, store: bytes, raw: Any) -> None:
+        self.store = store
+        self.raw = raw
+        self.first = _RowData.FromString(raw[0])
+        self._merged: Any = None
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def merged(self) -> Any:
+        if self._merged is None:
+            self._merged = _MergedRowChange.FromString(self.store).rowDatas
+        return self._merged
+
+    def parsed(self) -> Any:
+        return _FullRowChange.FromString(self.store)
+
+
+def _images(rds: _Rows, side: str, n_cols: int, h: Any, et: int) -> list[bytes | None]:
+    """Canal's texts (UTF-8) of one image of every row, row-major; None for SQL NULL (isNull and no text).
+
+    Read from the merged parse of all rows (_Rows.merged) when its lists line up with the columns: each column
+    carries one value and one isNull (every protobuf writer writes a field at most once) and each row the
+    first row's column indexes, as written (proto3 leaves index 0 out; a row never holds a column twice), so
+    that every image is complete. Otherwise row by row: a row whose columns all carry a value from its own
+    merged parse, the others (NULLs, empty texts a proto3 writer leaves out, incomplete images) column by
+    column."""
+    f = getattr(rds.merged, side)
+    n = len(rds)
+    total = n_cols * n
+    pattern = list(getattr(_MergedRowData.FromString(rds.raw[0]), side).index)
+    lined_up = len(f.isNull) == total and list(f.index) == pattern * n  # an isNull per column, complete rows
+    if lined_up and len(f.value) == total:
+        return _texts(list(f.value), f.isNull)
+    nulls = list(f.isNull)
+    if lined_up and total - len(f.value) == nulls.count(True):
+        # the columns without a value are as many as the NULLs (no empty text left out): the rows without a NULL
+        # are read from their own merged parse, those with one column by column
+        out: list[bytes | None] = []
+        for r, raw in enumerate(rds.raw):
+            if True not in nulls[r * n_cols:(r + 1) * n_cols]:
+                f = getattr(_MergedRowData.FromString(raw), side)
+                if len(f.isNull) == n_cols and len(f.value) == n_cols and list(f.index) == pattern:
+                    out += _texts(list(f.value), f.isNull)
+                    continue
+            out += _column_texts(getattr(_RowData.FromString(raw), side), n_cols, h, et)
+        return out
+    return list(chain.from_iterable(_column_texts(getattr(rd, side), n_cols, h, et) for rd in rds.parsed().rowDatas))
+
+
+def _texts(values: list[bytes | None], nulls: Any) -> list[bytes | None]:
+    """Values lined up with their columns' isNull: NULL is isNull with the empty text."""
+    if any(nulls):
+        for i in compress(range(len(values)), nulls):
+            if values[i] == b"":
+                values[i] = None
+    return values
+
+
+def _column_texts(cols: Any, n_cols: int, h: Any, et: int) -> list[bytes | None]:
+    """One row image's texts, read column by column; RowImageError when it lacks columns."""
+    texts: list[bytes | None] = [c.value for c in cols]
+    if len(texts) != n_cols:
         raise _image_error(h, et)
-    for r, img in enumerate(images):
-        if "" in img:
-            # NULL has the empty text too: only then look at isNull (another pass over the columns is costly)
-            cols = get(rds[r])
-            for i, v in enumerate(img):
-                if v == "" and cols[i].isNull:
-                    img[i] = None
-    return images  # type: ignore[return-value]
+    if b"" in texts:
+        for i, v in enumerate(texts):
+            if v == b"" and cols[i].isNull:
+                texts[i] = None
+    return texts
+
+
+def _int32s(values: Iterable[int] | array[int]) -> pa.Array:
+    """An Arrow int32 array over a C int array's memory: no Python int per value on Arrow's side."""
+    a = values if isinstance(values, array) else array("i", values)
+    return pa.Array.from_buffers(pa.int32(), len(a), [None, pa.py_buffer(a)])
 
 
 def _lists(items: Iterable[tuple[list[int], int] | list[list[int]]]) -> tuple[pa.Array, pa.Array]:
     """Offsets and flat values of list columns: ``(ids, n)`` is the same list n times, a list of lists one
     list per row."""
-    offsets = [0]
-    flat: list[int] = []
+    offsets = array("i", [0])
+    flat = array("i")
     for item in items:
         if isinstance(item, tuple):
             ids, n = item
             k = len(ids)
             last = offsets[-1]
             offsets.extend(range(last + k, last + k * n + 1, k) if k else repeat(last, n))
-            flat.extend(ids * n)
+            if k:
+                flat.extend(array("i", ids) * n)
         else:
-            for ids in item:
-                flat.extend(ids)
-                offsets.append(len(flat))
-    return pa.array(offsets, pa.int32()), pa.array(flat, pa.int32())
+            ends = accumulate(map(len, item), initial=offsets[-1])
+            next(ends)
+            offsets.extend(ends)
+            flat.extend(chain.from_iterable(item))
+    return _int32s(offsets), _int32s(flat)
 
 
 def _text_maps(cs: list[_Changes], names: pa.Array, pool: pa.ListArray, side: str) -> pa.Array:
     """One map<string,string> image per changelog row, NULL where the change has no such image."""
     idx: list[int | None] = []
-    ids: list[int] = []
+    ids = array("i")
     for c in cs:
         first = c.before if side == "before" else c.after
         if first < 0:
             idx.extend(repeat(None, c.n))
         else:
             idx.extend(range(first, first + c.n))
-            ids.extend(c.part.name_ids * c.n)
+            ids.extend(array("i", c.part.name_ids) * c.n)
     images = _select(pool, idx)
     offsets = images.offsets  # a slice's offsets start where it starts in the pool, flatten() at 0
     if offsets[0].as_py():
         offsets = pc.subtract(offsets, offsets[0])
-    return pa.MapArray.from_arrays(offsets, names.take(pa.array(ids, pa.int32())), images.flatten(),
-                                   mask=images.is_null())
+    return pa.MapArray.from_arrays(offsets, names.take(_int32s(ids)), images.flatten(), mask=images.is_null())
 
 
 def _position(h: Any) -> Position:
