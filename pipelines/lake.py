@@ -114,6 +114,8 @@ _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 _MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
+# MERGE sources here are immutable staged files (deterministic): Delta need not copy them first
+MERGE_SOURCE_MATERIALIZE = "none"
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 # Delta's idempotency confs are session-wide and never reset by Delta: set and restored under one lock
 _CONF_LOCK = threading.RLock()
@@ -393,11 +395,10 @@ def _session_conf(spark: SparkSession, settings: dict[str, str | None]) -> Itera
 
 
 def _txn(spark: SparkSession, app_id: str | None, version: int | None, note: str) -> Any:
-    """Session confs that make the next Delta write idempotent under (app_id, version) and label its commit.
-
-    MERGE sources here are immutable staged files (deterministic), so Delta need not materialize them first."""
+    """Session confs that make the next Delta write idempotent under (app_id, version) and label its commit
+    (and MERGE_SOURCE_MATERIALIZE)."""
     settings: dict[str, str | None] = {_USER_METADATA: note, _TXN_APP: None, _TXN_VERSION: None,
-                                       _MATERIALIZE: "none"}
+                                       _MATERIALIZE: MERGE_SOURCE_MATERIALIZE}
     if app_id is not None and version is not None:
         settings[_TXN_APP], settings[_TXN_VERSION] = app_id, str(version)
     return _session_conf(spark, settings)
