@@ -39,6 +39,16 @@ def _role(cmdline: str) -> str | None:
     return None
 
 
+def cpu_seconds(stat: str) -> float:
+    """A process's user + system CPU seconds from its /proc/<pid>/stat text."""
+    rest = stat.rsplit(")", 1)[1].split()   # after the command name, which may hold spaces
+    return (int(rest[11]) + int(rest[12])) / _TICK   # utime, stime
+
+
+def process_cpu(pid: int) -> float:
+    return cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
+
+
 def snapshot() -> Snapshot:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
@@ -54,8 +64,7 @@ def snapshot() -> Snapshot:
         role = _role(cmd)
         if role is None:
             continue
-        rest = stat.rsplit(")", 1)[1].split()
-        snap.procs[int(d.name)] = (role, (int(rest[11]) + int(rest[12])) / _TICK)  # utime, stime
+        snap.procs[int(d.name)] = (role, cpu_seconds(stat))
     return snap
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -100,11 +99,11 @@ def _stage(root: Path, window: int, part: Any) -> tuple[Path, Any]:
 class Jvm:
     def __init__(self, spark: Any) -> None:
         self.pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
-        self.tick = os.sysconf("SC_CLK_TCK")
 
     def cpu(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self.tick
+        from cpu_account import process_cpu  # bench/ is on sys.path when run as a script
+
+        return process_cpu(self.pid)
 
 
 def run_variant(spark: Any, jvm: Jvm, root: Path, dv: bool, table_rows: int, window_rows: int,
