@@ -3,10 +3,12 @@
 ``StartPositionLocator.locate(stored)`` applies, in Canal's order:
 
 1. GTID mode (``canal.instance.gtidon``): the stored position's gtid, else ``canal.instance.master.gtid``.
+   A stored gtid recorded at this address by this server id is first checked like 2.
 2. A stored position from the same source address: used as is, moved back to its transaction's start
-   when it points inside one. When the server id at that address changed (VIP failover) and the stored
-   position is not a clean boundary there, or the stored position has only a timestamp: a timestamp
-   search at (stored timestamp - fallbackIntervalInSeconds).
+   when it points inside one. When the server id at that address changed (VIP failover), or the stored
+   position has only a timestamp: a timestamp search at (stored timestamp - fallbackIntervalInSeconds).
+   With the same server id, the server's binlog must hold the event the position was recorded from
+   (``identity.SourceCheck``), else ``SourceMismatchError``: another server built alike answers here.
 3. A stored position from another source (standby switch): the same timestamp search.
 4. Configured journal + position (realigned like 2).
 5. Configured journal + timestamp: the first transaction at or after the time, searching from that file.
@@ -36,6 +38,7 @@ from ..binlog import events as E
 from ..binlog.constants import LOG_EVENT_ARTIFICIAL_F, EventType
 from ..binlog.gtid import GtidError, MariaGtidPosition, MySQLGtidSet
 from ..mysql import BinlogPositionError, ReplicationConnection
+from .identity import Provenance, SourceCheck, SourceMismatchError
 from .model import EntryPosition, LogIdentity, LogPosition
 from .start_errors import (
     BinlogFileNotFoundError,
@@ -54,6 +57,7 @@ __all__ = [
     "GtidNotAvailableError",
     "InvalidStartConfigError",
     "PositionBeyondEndError",
+    "SourceMismatchError",
     "StartConfig",
     "StartPosition",
     "StartPositionError",
@@ -319,9 +323,12 @@ class StartPositionLocator:
         self.close()
 
     # ---- the rules -----------------------------------------------------------------------------------
-    def locate(self, stored: LogPosition | None) -> StartPosition:
+    def locate(self, stored: LogPosition | None, *, provenance: Provenance | None = None) -> StartPosition:
+        """``provenance``: what the parser saw when it recorded ``stored`` (used only when it belongs to it)."""
+        if provenance is not None and provenance.position != stored:
+            provenance = None
         try:
-            start = self._locate(stored)
+            start = self._locate(stored, provenance)
         finally:
             self.close()
         log.info("start position (%s): %s:%s%s%s", start.rule, start.position.journal_name,
@@ -329,16 +336,17 @@ class StartPositionLocator:
                  f", realigned from {start.realigned_from.position}" if start.realigned_from else "")
         return start
 
-    def _locate(self, stored: LogPosition | None) -> StartPosition:
+    def _locate(self, stored: LogPosition | None, provenance: Provenance | None) -> StartPosition:
         cfg = self.config
         if cfg.gtid_on:
             if stored is not None and stored.position.gtid:
+                self._check_gtid_origin(stored, provenance)
                 return self._gtid_start(stored.position, "gtid-stored")
             if stored is None and cfg.gtid:
                 return self._gtid_start(EntryPosition(journal_name=cfg.journal_name, position=cfg.position or 0,
                                                       timestamp=cfg.timestamp, gtid=cfg.gtid), "gtid-configured")
         if stored is not None:
-            return self._from_stored(stored)
+            return self._from_stored(stored, provenance)
         if cfg.journal_name:
             if cfg.position is not None and cfg.position > 0:
                 return self._align(EntryPosition(journal_name=cfg.journal_name, position=cfg.position,
@@ -352,21 +360,44 @@ class StartPositionLocator:
         end = self.end_position()
         return StartPosition(end, cfg.gtid_on and bool(end.gtid), "master-status")
 
-    def _from_stored(self, stored: LogPosition) -> StartPosition:
+    def _from_stored(self, stored: LogPosition, provenance: Provenance | None) -> StartPosition:
         sp = stored.position
         if not same_source(stored.identity, self.source):
             where = f"{stored.identity.address}:{stored.identity.port}"
             return self._fallback(sp, "source-switch", f"the stored position is from {where}, not {self.server}")
         if not sp.journal_name:
             return self._fallback(sp, "stored-timestamp", "the stored position has no journal name")
-        server_id = self.meta.server_info().server_id
+        info = self.meta.server_info()
+        server_id = info.server_id
         # the parser stores the source's own @@server_id: a different one at the same address is another
         # server behind it (VIP failover), whose offsets mean nothing even where they happen to fit
         if sp.server_id is not None and sp.server_id != server_id:
             return self._fallback(sp, "server-id-changed",
                                   f"the server id at {self.server} is now {server_id}, the stored position's is "
                                   f"{sp.server_id}: another server answers at this address")
-        return self._align(sp, "stored")
+        # the same address and server id may still be another server: its binlog must hold the position's event
+        check = SourceCheck(self.server, sp, server_id=server_id, server_uuid=info.server_uuid,
+                            provenance=provenance)
+        return self._align(sp, "stored", check)
+
+    def _check_gtid_origin(self, stored: LogPosition, provenance: Provenance | None) -> None:
+        """A stored GTID from this address and server id: its journal position must hold its event too (a
+        server built alike has the same domain-server-sequence GTIDs for other transactions)."""
+        sp = stored.position
+        if not same_source(stored.identity, self.source) or not sp.journal_name:
+            return
+        info = self.meta.server_info()
+        if sp.server_id is not None and sp.server_id != info.server_id:
+            return  # another server took the address over: GTIDs are global, its offsets its own
+        size = dict(self.binary_logs()).get(sp.journal_name)
+        if size is None or sp.position > size:
+            log.warning("cannot check the stored position %s:%d against %s (it has no such binlog offset); "
+                        "starting from GTID %s", sp.journal_name, sp.position, self.server, sp.gtid)
+            return
+        check = SourceCheck(self.server, sp, server_id=info.server_id, server_uuid=info.server_uuid,
+                            provenance=provenance)
+        at = self._event_at(sp.journal_name, sp.position) if BINLOG_START < sp.position < size else None
+        self._verify(check, sp.journal_name, max(sp.position, BINLOG_START), at)
 
     def _fallback(self, sp: EntryPosition, rule: str, why: str) -> StartPosition:
         if not sp.timestamp or sp.timestamp <= 0:
@@ -430,17 +461,20 @@ class StartPositionLocator:
             purged = True
         raise BinlogFileNotFoundError(file, position, self.server, names, purged=purged)
 
-    def _align(self, pos: EntryPosition, rule: str) -> StartPosition:
-        """``pos`` itself when it is a transaction boundary, else the start of the transaction it is in."""
+    def _align(self, pos: EntryPosition, rule: str, check: SourceCheck | None = None) -> StartPosition:
+        """``pos`` itself when it is a transaction boundary, else the start of the transaction it is in;
+        ``check``: first verify that this server holds the event ``pos`` was recorded from."""
         file, p = pos.journal_name, max(pos.position, BINLOG_START)
         size = self._size_of(file, p)
         if p > size:
             f, e, _ = self.meta.master_status()
             raise PositionBeyondEndError(file, p, size, self.server, (f, e))
         pos = replace(pos, position=p)
+        ev = self._event_at(file, p) if BINLOG_START < p < size else None
+        if check is not None:
+            self._verify(check, file, p, ev)
         if p in (BINLOG_START, size):
             return StartPosition(pos, False, rule)
-        ev = self._event_at(file, p)
         if ev is not None and ev.boundary:
             return StartPosition(self._fill(pos, ev), False, rule)
         start_ev, gtid = self._transaction_start(file, p)
@@ -452,6 +486,41 @@ class StartPositionLocator:
         log.warning("%s:%d is not a transaction boundary; starting at %s:%d, the start of the %s it is in", file,
                     p, file, new.position, "transaction" if start_ev.kind != _FILE else "event")
         return StartPosition(new, False, rule, realigned_from=pos)
+
+    def _verify(self, check: SourceCheck, file: str, p: int, at: _Ev | None) -> None:
+        """Raise SourceMismatchError unless this server's binlog holds the event ``check``'s position came from
+        (``at``: the event starting at ``p``, when one does; identity.py gives the rules)."""
+        check.judge_uuid()
+        if check.provenance is not None:
+            rec = check.provenance.event
+            check.judge_recorded(self._event_at(rec.file, rec.start))
+        elif not check.possible:
+            log.warning("the stored position %s:%d carries no time: cannot check that %s is the server it was "
+                        "recorded on", file, p, self.server)
+        elif p == BINLOG_START:
+            check.judge_file_start(self._first_time(file))
+        elif not check.carries_time(at):
+            check.judge_around(at, *self._around(file, p))
+
+    def _around(self, file: str, position: int) -> tuple[_Ev | None, _Ev | None, _Ev | None]:
+        """Scan ``file`` from its start: the event ending at ``position``, the event containing it, and the
+        event that began the transaction open there (each None when there is none)."""
+        groups = _Groups()
+        ending = containing = None
+        with contextlib.closing(self._events(file, BINLOG_START)) as events:
+            for ev in events:
+                if ev.start is None:
+                    continue
+                if ev.file != file or ev.start >= position:
+                    break
+                starts, ends = groups.step(ev)
+                groups.apply(ev, starts, ends and ev.end <= position)
+                if ev.end == position:
+                    ending = ev
+                elif ev.end > position:
+                    containing = ev
+                    break
+        return ending, containing, groups.open
 
     @staticmethod
     def _fill(pos: EntryPosition, ev: _Ev) -> EntryPosition:

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from canal_core.mysql import BinlogPositionError, ServerInfo
+from canal_core.parse.identity import Provenance, RecordedEvent
 from canal_core.parse.locator import (
     BinlogFileNotFoundError,
     FallbackImpossibleError,
     GtidNotAvailableError,
     InvalidStartConfigError,
     PositionBeyondEndError,
+    SourceMismatchError,
     StartConfig,
     StartPosition,
     StartPositionLocator,
@@ -420,3 +423,95 @@ def test_same_source() -> None:
     assert same_source(LogIdentity("DB1.example", 3306), LogIdentity("db1.example", 3306))
     assert not same_source(LogIdentity("127.0.0.1", 3306), LogIdentity("127.0.0.1", 3307))
     assert not same_source(LogIdentity("10.0.0.5", 3306), LogIdentity("10.0.0.6", 3306))
+
+
+# ---- source identity: the same address and server id, but is it the same server? ---------------------------------
+
+QUERY, XID, STOP = 2, 16, 3
+
+
+def _mismatch(server: FakeServer, stored: LogPosition, config: StartConfig | None = None, **kw: object) -> str:
+    with pytest.raises(SourceMismatchError) as ei:
+        _locator(server, config).locate(stored, **kw)  # type: ignore[arg-type]
+    e = ei.value
+    assert (e.server, e.file, e.position) == ("10.0.0.5:3306", stored.position.journal_name,
+                                              stored.position.position)
+    assert "remove its stored position" in str(e) and "canal.instance.master.address" in str(e)
+    assert server.open_conns == 0
+    return str(e)
+
+
+def test_a_cursor_is_checked_against_the_event_starting_there(gtid_server: FakeServer) -> None:
+    # Canal's cursor: the XID at 611 (written at T2 by server 1), one probe decides
+    start = _locator(gtid_server).locate(_stored(611))
+    assert (start.rule, start.position.position) == ("stored", 611)
+    assert [d[:2] for d in gtid_server.dumps] == [("binlog.000001", 611)]
+    # the same offset written five seconds later: another server's XID
+    msg = _mismatch(gtid_server, _stored(611, timestamp=T2 * 1000 + 5000))
+    assert "expected an event written 2026-03-10 17:11:59.000 UTC (1773162719000 ms) by server 1 there" in msg
+    assert ("found server id 1 (@@server_uuid 396e294c-1ca4-11f1-9ae7-00155da79c6b), starting there a XID event "
+            "at binlog.000001:611..642 written 2026-03-10 17:11:54.000 UTC") in msg
+    # what cannot be checked is used as before: no time stored, or another server id at the address (Canal's
+    # VIP failover rule searches by time on a server whose offsets are its own)
+    assert _locator(gtid_server).locate(_stored(611, timestamp=None)).position.position == 611
+    assert _locator(gtid_server, StartConfig(fallback_interval=0)).locate(
+        _stored(611, server_id=7, timestamp=T2 * 1000 + 5000)).rule == "server-id-changed"
+
+
+def test_the_parsers_own_position_is_checked_against_the_event_ending_there(gtid_server: FakeServer) -> None:
+    # the parser records the end of the DDL (234..365, T1); the event at 365 is GTID:2 at T2: read the file
+    start = _locator(gtid_server).locate(_stored(365, timestamp=T1 * 1000))
+    assert (start.rule, start.position.position, start.realigned_from) == ("stored", 365, None)
+    assert [d[:2] for d in gtid_server.dumps] == [("binlog.000001", 365), ("binlog.000001", 4)]
+    msg = _mismatch(gtid_server, _stored(365, timestamp=T1 * 1000 - 3000))
+    assert "starting there a GTID event at binlog.000001:365..444" in msg
+    assert "ending there a QUERY event at binlog.000001:234..365 written 2026-03-10 17:11:51.000 UTC" in msg
+    # at the end of a file: the last event (STOP, 824..847, T2 + 2 s)
+    end = _stored(847, file="binlog.000002", timestamp=(T2 + 2) * 1000)
+    assert _locator(gtid_server).locate(end).position.position == 847
+    msg = _mismatch(gtid_server, _stored(847, file="binlog.000002", timestamp=T2 * 1000))
+    assert "ending there a STOP event at binlog.000002:824..847" in msg
+
+
+def test_a_position_inside_a_transaction_is_checked_against_the_events_around_it(gtid_server: FakeServer) -> None:
+    start = _locator(gtid_server).locate(_stored(600))  # inside WRITE_ROWS 567..611 of GTID:2 (T2)
+    assert (start.rule, start.position.position) == ("stored", 365)
+    msg = _mismatch(gtid_server, _stored(600, timestamp=T1 * 1000))
+    assert "around it a WRITE_ROWS_V2 event at binlog.000001:567..611" in msg
+    assert "opening its transaction a GTID event at binlog.000001:365..444" in msg
+
+
+def test_a_position_at_a_file_start_needs_a_file_created_before_its_time(gtid_server: FakeServer) -> None:
+    assert _locator(gtid_server).locate(_stored(4, file="binlog.000002")).position.position == 4
+    msg = _mismatch(gtid_server, _stored(4, file="binlog.000002", timestamp=T1 * 1000))
+    assert "binlog.000002 created 2026-03-10 17:11:54.000 UTC (1773162714000 ms), later than the position" in msg
+
+
+def test_the_parser_reconnecting_compares_the_event_it_recorded(gtid_server: FakeServer) -> None:
+    stored = _stored(365, timestamp=T1 * 1000)
+    ddl = RecordedEvent("binlog.000001", 234, 365, T1, 1, QUERY)
+    start = _locator(gtid_server).locate(stored, provenance=Provenance(stored, ddl, UUID))
+    assert start.position.position == 365
+    # one probe where the position is, one where its event starts: no reading of the file from its start
+    assert [d[:2] for d in gtid_server.dumps] == [("binlog.000001", 365), ("binlog.000001", 234)]
+    msg = _mismatch(gtid_server, stored, provenance=Provenance(stored, replace(ddl, timestamp=T1 - 1), UUID))
+    assert "expected the event it was recorded from, a QUERY event at binlog.000001:234..365 written" in msg
+    msg = _mismatch(gtid_server, stored, provenance=Provenance(stored, replace(ddl, start=200), UUID))
+    assert "no event starting at binlog.000001:200" in msg
+    # MySQL: the uuid of the server it streamed from
+    msg = _mismatch(gtid_server, stored, provenance=Provenance(stored, ddl, "11111111-2222-3333-4444-555555555555"))
+    assert "expected @@server_uuid 11111111-2222-3333-4444-555555555555" in msg
+    # provenance of another position is not evidence for this one
+    other = Provenance(_stored(642), RecordedEvent("binlog.000001", 611, 642, T1, 1, XID), UUID)
+    assert _locator(gtid_server).locate(stored, provenance=other).position.position == 365
+
+
+def test_a_stored_gtid_of_the_same_server_is_checked_by_its_journal_position(gtid_server: FakeServer) -> None:
+    cfg = StartConfig(gtid_on=True)
+    ok = _stored(642, gtid=f"{UUID}:1-2")
+    assert _locator(gtid_server, cfg).locate(ok).rule == "gtid-stored"
+    _mismatch(gtid_server, _stored(642, gtid=f"{UUID}:1-2", timestamp=T1 * 1000), cfg)
+    # another server id at the address (failover): GTIDs are global, nothing to compare
+    moved = _stored(642, gtid=f"{UUID}:1-2", timestamp=T1 * 1000, server_id=7)
+    assert _locator(gtid_server, cfg).locate(moved).rule == "gtid-stored"
+
