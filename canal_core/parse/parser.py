@@ -5,6 +5,12 @@ find the start position -> dump -> decode (schema hints from the history) -> con
 position. Errors reconnect with backoff from the last recorded boundary; a heartbeat detector can
 switch to the standby, which resumes by timestamp (Canal's fallbackIntervalInSeconds rewind).
 
+Every reconnect goes through the locator again, with the parser's in-memory ``Provenance`` of the
+position it recorded last (the event, the server's uuid): a different server at the source's address is
+refused (``SourceMismatchError``) and retried with back-off, so the right server coming back resumes the
+stream. Errors that retrying cannot fix (schema history, start position) stop the parser. ``health``
+says which of these is happening (``canal_core.parse.health``).
+
 Positions recorded are transaction boundaries: journal + the offset where the next transaction
 starts (the end of its XID/COMMIT/DDL event), the event's time in ms, the executed GTID set. A restart
 from there never splits a transaction and loses nothing; what was sunk after the last record is
@@ -30,6 +36,8 @@ from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
 from ..mysql import ConnectionLostError, ReplicationConnection, ReplicationError
 from .ddl import parse_ddl
 from .filter import EventFilter, dml_verb, statement_kind
+from .health import HealthTracker, ParserHealth
+from .identity import Provenance, RecordedEvent, SourceMismatchError
 from .locator import StartConfig, StartPositionError, StartPositionLocator, same_source
 from .model import (
     EVENT_DELETE,
@@ -128,10 +136,12 @@ class EventParser:
         self.restore_history = restore_history or getattr(history, "restore", None)
         self.source = config.master
         self.running = False
-        self.last_error: BaseException | None = None
+        self._health = HealthTracker(config.master.address)
         self.switches = 0
         self.switched_at: float | None = None  # time.monotonic() of the last switch
         self._source_server_id: int | None = None
+        self._source_uuid: str | None = None
+        self._provenance: Provenance | None = None  # of the position recorded last
         self.events = 0
         self.entries = 0
         # counters behind Canal's metrics (canal-compat §7)
@@ -148,11 +158,24 @@ class EventParser:
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
+    @property
+    def health(self) -> ParserHealth:
+        """The parser's current state, immutable (see ``canal_core.parse.health``)."""
+        return self._health.snapshot
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The error holding the parser up now (retrying or stopped on it); None once a dump streams again.
+        The last error after it cleared: ``health.last_error``."""
+        err = self._health.snapshot.error
+        return err.error if err is not None else None
+
     def start(self) -> None:
         if self.running:
             return
         self._stop.clear()
         self.running = True
+        self._health.connecting(self.source.address)
         self._thread = threading.Thread(target=self.run, name=f"parser-{self.config.destination}", daemon=True)
         self._thread.start()
         if self.config.detecting_enable:
@@ -177,6 +200,16 @@ class EventParser:
     # ---- main loop -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as e:  # a bug or an unexpected failure ends the thread: say so, never look started
+            self._health.failed(e, retrying=False)
+            log.exception("%s: the parser stopped on an unexpected error", self.config.destination)
+        finally:
+            self.running = False
+            self._health.stopped()
+
+    def _run(self) -> None:
         backoff = self.config.reconnect_min
         while not self._stop.is_set():
             try:
@@ -185,23 +218,25 @@ class EventParser:
             except _Switch:
                 self._do_switch()
                 backoff = self.config.reconnect_min
-            except (ReplicationError, OSError, pymysql.err.MySQLError) as e:
+            except (ReplicationError, OSError, pymysql.err.MySQLError, SourceMismatchError) as e:
                 if self._stop.is_set():
                     break  # our own stop closed the connection: not an error
-                self.last_error = e
+                # another server at the address may give way to ours again (a moved port, a VIP): retried,
+                # delivering nothing meanwhile, and said loudly
+                err = self._health.failed(e, retrying=True)
                 if self._switch_requested.is_set():
                     self._do_switch()
                     continue
-                log.warning("%s: dump from %s failed (%s); retrying in %.1f s", self.config.destination,
-                            self.source.address, e, backoff)
+                level = logging.ERROR if isinstance(e, SourceMismatchError) else logging.WARNING
+                log.log(level, "%s: dump from %s failed (%s: %s); retrying in %.1f s", self.config.destination,
+                        self.source.address, err.kind.value, e, backoff)
                 self._stop.wait(backoff * (0.8 + 0.4 * random.random()))
                 backoff = min(backoff * 2, self.config.reconnect_max)
             except (SchemaHistoryError, StartPositionError) as e:
                 # needs a person (rebuild the history, fix the configured position): retrying would loop
-                self.last_error = e
-                log.error("%s: %s", self.config.destination, e)
+                self._health.failed(e, retrying=False)
+                log.error("%s: the parser stops: %s", self.config.destination, e)
                 break
-        self.running = False
 
     def _do_switch(self) -> None:
         self._switch_requested.clear()
@@ -212,6 +247,7 @@ class EventParser:
         self.source = standby if self.source == self.config.master else self.config.master
         self.switches += 1
         self.switched_at = time.monotonic()
+        self._health.connecting(self.source.address)
         log.warning("%s: switching from %s to %s", self.config.destination, old.address, self.source.address)
 
     def _dump_once(self) -> None:
@@ -249,6 +285,7 @@ class EventParser:
             info = conn.server_info()
             flavor = info.flavor
             self._source_server_id = info.server_id
+            self._source_uuid = info.server_uuid
             gtid_state: MySQLGtidSet | MariaGtidPosition | None = None
             if start.gtid:
                 gtid_state = MariaGtidPosition(start.gtid) if flavor == "mariadb" else MySQLGtidSet(start.gtid)
@@ -258,7 +295,11 @@ class EventParser:
                                     file=start.journal_name or None)
             stream = conn.dump(start.journal_name, start.position, gtid=start.gtid if gtid_mode else None)
             state = _TxState(gtid_state)
+            first = True
             for raw in stream:
+                if first:  # the server streams (a heartbeat counts): an earlier error is over
+                    self._health.streaming()
+                    first = False
                 if self._stop.is_set():
                     return
                 if self._switch_requested.is_set():
@@ -285,7 +326,8 @@ class EventParser:
 
     def _locate(self, src: SourceConfig, stored: LogPosition | None) -> tuple[EntryPosition, bool]:
         cfg = self.config.master_start if src == self.config.master else self.config.standby_start
-        start = StartPositionLocator(lambda: self._connection(src), src.identity, cfg).locate(stored)
+        locator = StartPositionLocator(lambda: self._connection(src), src.identity, cfg)
+        start = locator.locate(stored, provenance=self._provenance)
         log.info("%s: starting %s at %s:%s (%s)", self.config.destination, src.address,
                  start.position.journal_name, start.position.position, start.rule)
         return start.position, start.gtid_mode
@@ -397,7 +439,12 @@ class EventParser:
         # is itself a replica), so a restart can tell that another server took over the address
         pos = EntryPosition(journal_name=ev.file, position=ev.log_pos, server_id=self._source_server_id,
                             timestamp=ev.timestamp * 1000, gtid=st.gtid_text())
-        self.positions.persist(self.config.destination, LogPosition(identity=self.source.identity, position=pos))
+        recorded = LogPosition(identity=self.source.identity, position=pos)
+        self.positions.persist(self.config.destination, recorded)
+        # what a reconnect checks the server against (identity.py); Canal's JSON has no room for it
+        start = ev.position if ev.position is not None else ev.log_pos - ev.length
+        self._provenance = Provenance(recorded, RecordedEvent(ev.file, start, ev.log_pos, ev.timestamp, ev.server_id,
+                                                              ev.type_code), self._source_uuid)
         snapshot = getattr(self.history, "maybe_snapshot", None)
         if snapshot is not None:
             snapshot(pos)  # periodic (canal.instance.tsdb.snapshot.interval)

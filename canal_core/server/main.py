@@ -11,7 +11,8 @@ start (exit code 1, the reason on stderr and in the log).
 
 The run directory (default: <conf>/../logs, as Canal's layout) holds canal.pid, canal/canal.log (the
 server's log), <destination>/<destination>.log (each destination's log) and canal/status.json
-(refreshed every few seconds: destinations, their state and the store/parser counters, the TCP address).
+(refreshed every few seconds: destinations, their state and the store/parser counters, the TCP address;
+"parser" is the parser's health: connecting / streaming / retrying / stopped and the error holding it up).
 
 With canal.zkServers set the server joins the HA cluster (docs/zookeeper.md): a destination runs here only
 while ZooKeeper elects this server ("standby" otherwise); status.json's "ha" section says which server is
@@ -93,6 +94,8 @@ def status_of(ctl: CanalController) -> dict[str, Any]:
         out["destinations"][name] = {
             "state": "running" if parser is None or parser.running else "stopped",
             "last_error": str(parser.last_error) if parser is not None and parser.last_error else None,
+            "parser": parser.health.to_dict() if parser is not None else None,
+            "parsers": [p.health.to_dict() for p in getattr(dest, "parsers", ())],  # a group's, one per source
             "events": getattr(parser, "events", 0), "entries": getattr(parser, "entries", 0),
             "store": {"put_seq": st.put_seq, "get_seq": st.get_seq, "ack_seq": st.ack_seq,
                       "put_mem": st.put_mem, "ack_mem": st.ack_mem, "put_rows": st.put_rows,

@@ -13,6 +13,7 @@ import pytest
 
 from canal_core.entry.convert import EntryConverter
 from canal_core.parse.filter import EventFilter
+from canal_core.parse.health import ErrorKind, ParserState
 from canal_core.parse.history import SchemaHistory
 from canal_core.parse.model import EVENT_ALTER, EVENT_CREATE, EVENT_DELETE, EVENT_INSERT, EVENT_UPDATE
 from canal_core.parse.parser import EventParser, ParserConfig, SourceConfig
@@ -151,6 +152,9 @@ def test_rows_of_a_table_the_history_does_not_know_stop_the_parser(mariadb_setti
         parser.stop()
     err = parser.last_error
     assert err is not None and type(err).__name__ == "UnknownTableError", err
+    health = parser.health  # stopped for good, and says why
+    assert health.state is ParserState.STOPPED and health.error is not None
+    assert health.error.kind is ErrorKind.NEEDS_PERSON and health.error.error is err
     assert "canal_test.parser_u" in str(err) and "mysql-bin." in str(err)
     assert not any(e.rows for e in sink.entries)
 
@@ -182,12 +186,17 @@ def test_parser_reconnects_after_its_dump_is_killed(mariadb_settings: Any, admin
             for i in range(2, 6):
                 cur.execute("INSERT INTO canal_test.parser_t VALUES (%s, 'after', %s)", (i, i))
         got = sink.wait(lambda es: {r[0] for _, r in _rows(es, "parser_t")} >= {1, 2, 3, 4, 5})
+        health, current = parser.health, parser.last_error
     finally:
         parser.stop()
     ids = [r[0] for _, r in _rows(got, "parser_t")]
     # resumed from the last boundary: every row once (nothing lost, the completed one not repeated)
     assert ids == [1, 2, 3, 4, 5], ids
-    assert isinstance(parser.last_error, Exception)  # the kill was seen and retried
+    # the kill was seen and retried; streaming again, the error no longer current but kept with when it cleared
+    assert health.state is ParserState.STREAMING and health.error is None and current is None
+    last = health.last_error
+    assert last is not None and last.kind is ErrorKind.UNREACHABLE and last.type_name == "ConnectionLostError"
+    assert last.cleared_at is not None and last.cleared_at >= last.since
 
 
 def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings: Any, admin_conn: Any,
