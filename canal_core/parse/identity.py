@@ -54,11 +54,13 @@ class SourceMismatchError(StartPositionError):
         super().__init__(
             f"{server} is not the server the stored position {file}:{position} was recorded on: expected "
             f"{expected}; found {found}. No change was taken from it. If the source moved, point "
-            f"canal.instance.master.address at its new address; if it was replaced for good, stop the "
-            f"destination, remove its stored position (the client cursors: {{canal.file.data.dir}}/<destination>/"
-            f"meta.dat, or the cursor nodes under /otter/canal/destinations/<destination> in ZooKeeper), set "
-            f"canal.instance.master.journal.name + position (or .timestamp) to where the new server should "
-            f"start, start it again and re-sync the tables it feeds")
+            f"canal.instance.master.address (standby.address for the standby) at its new address. If it was "
+            f"replaced for good: stop the destination, remove its stored position (the client cursors in "
+            f"{{canal.file.data.dir}}/<destination>/meta.dat, or <clientId>/cursor under "
+            f"/otter/canal/destinations/<destination> in ZooKeeper), set "
+            f"canal.instance.master.journal.name + position (or .timestamp) for the new server, rebuild the "
+            f"schema history at that position (python -m canal_core.parse.history_cli rebuild) and re-sync the "
+            f"tables the destination feeds (docs/parser.md, \"Source identity\")")
 
 
 @dataclass(frozen=True, slots=True)
