@@ -141,7 +141,7 @@ class EventParser:
         self.switched_at: float | None = None  # time.monotonic() of the last switch
         self._source_server_id: int | None = None
         self._source_uuid: str | None = None
-        self._provenance: Provenance | None = None  # of the position recorded last
+        self._recorded: tuple[LogPosition, E.Event, str | None] | None = None  # the last position, its event, uuid
         self.events = 0
         self.entries = 0
         # counters behind Canal's metrics (canal-compat §7)
@@ -327,10 +327,21 @@ class EventParser:
     def _locate(self, src: SourceConfig, stored: LogPosition | None) -> tuple[EntryPosition, bool]:
         cfg = self.config.master_start if src == self.config.master else self.config.standby_start
         locator = StartPositionLocator(lambda: self._connection(src), src.identity, cfg)
-        start = locator.locate(stored, provenance=self._provenance)
+        start = locator.locate(stored, provenance=self._provenance())
         log.info("%s: starting %s at %s:%s (%s)", self.config.destination, src.address,
                  start.position.journal_name, start.position.position, start.rule)
         return start.position, start.gtid_mode
+
+    def _provenance(self) -> Provenance | None:
+        """What a reconnect checks the server against (identity.py): the event the last position was recorded
+        from, and the server's uuid. Memory only: Canal's position JSON has no room for it."""
+        if self._recorded is None:
+            return None
+        recorded, ev, uuid = self._recorded
+        assert ev.file is not None
+        start = ev.position if ev.position is not None else ev.log_pos - ev.length
+        return Provenance(recorded, RecordedEvent(ev.file, start, ev.log_pos, ev.timestamp, ev.server_id, ev.type_code),
+                          uuid)
 
     def _hints(self, schema: str, table: str) -> Any:
         return self.history.hints(schema, table)
@@ -441,10 +452,7 @@ class EventParser:
                             timestamp=ev.timestamp * 1000, gtid=st.gtid_text())
         recorded = LogPosition(identity=self.source.identity, position=pos)
         self.positions.persist(self.config.destination, recorded)
-        # what a reconnect checks the server against (identity.py); Canal's JSON has no room for it
-        start = ev.position if ev.position is not None else ev.log_pos - ev.length
-        self._provenance = Provenance(recorded, RecordedEvent(ev.file, start, ev.log_pos, ev.timestamp, ev.server_id,
-                                                              ev.type_code), self._source_uuid)
+        self._recorded = (recorded, ev, self._source_uuid)
         snapshot = getattr(self.history, "maybe_snapshot", None)
         if snapshot is not None:
             snapshot(pos)  # periodic (canal.instance.tsdb.snapshot.interval)
