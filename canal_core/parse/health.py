@@ -51,7 +51,7 @@ from .start_errors import StartPositionError
 # table (1044, 1142), a missing privilege (1227), an auth method the client cannot speak (1251, 2059).
 ACCESS_CODES = frozenset({1044, 1045, 1142, 1227, 1251, 1698, 2059})
 # Client codes of a server that cannot be reached: refused / no route (2003), unknown host (2005), gone (2006,
-# 2013), and the codes of a session the server ended.
+# 2013), and the codes of a connection the server ended.
 UNREACHABLE_CODES = frozenset({2003, 2005}) | CONNECTION_GONE_CODES
 
 
