@@ -3,6 +3,8 @@
 The parser's restart position comes from the clients: a FailbackPositionManager over memory (while
 running) and the minimum client cursor (after a restart), so a restart resumes from what consumers
 acked, never from what merely reached the in-memory store (Canal's file-instance / memory-instance).
+Before any client acked, it is where the destination first started reading (Canal would take the binlog's
+end there and skip what was written meanwhile).
 """
 
 from __future__ import annotations
@@ -22,13 +24,36 @@ from ..meta.zookeeper import Fence, PeriodMixedMetaManager
 from ..parse.history import SchemaHistory, format_position
 from ..parse.model import EntryPosition, LogPosition
 from ..parse.parser import EventParser, ParserConfig
-from ..parse.position import FailbackPositionManager, MemoryPositionManager, write_atomically
+from ..parse.position import FailbackPositionManager, MemoryPositionManager, PositionManager, write_atomically
 from ..server.embedded import Destination
 from ..sink import EntrySink, GroupSink
 from ..store.ring import MemoryEventStore, StoredEvent
 from .config import CanalConfig, InstanceConfig, MetaMode
 
 log = logging.getLogger(__name__)
+
+
+class FirstStartPositionManager(PositionManager):
+    """Where the destination first started reading (its schema history's bootstrap position), as the parse position
+    of last resort: when no client has acked anything yet. Canal falls back to the binlog's end there, so what was
+    written while a destination whose client had not acked yet was restarting was never read; here it is.
+
+    The position carries no time and no server id: it was not recorded from an event, so the locator aligns it
+    to a transaction boundary without the identity checks that compare an event's header."""
+
+    def __init__(self, history: SchemaHistory, identity: Any) -> None:
+        self.history = history
+        self.identity = identity
+
+    def get_latest(self, destination: str) -> LogPosition | None:
+        boot = (self.history.store.read_meta() or {}).get("bootstrap") or {}
+        if not boot.get("position"):
+            return None
+        pos = EntryPosition.from_json_dict(boot["position"])
+        return LogPosition(self.identity, dataclasses.replace(pos, timestamp=None, server_id=None))
+
+    def persist(self, destination: str, position: LogPosition) -> None:
+        """Nothing: the clients' acks move the positions."""
 
 
 class CanalInstance(Destination):
@@ -40,7 +65,10 @@ class CanalInstance(Destination):
         self.history = history
         self.sink = EntrySink(self._put, transaction_size=transaction_size,
                               filter_transaction_entry=filter_transaction_entry)
-        self.positions = FailbackPositionManager(MemoryPositionManager(), meta_position_manager(meta))
+        self.positions = FailbackPositionManager(
+            MemoryPositionManager(),
+            FailbackPositionManager(meta_position_manager(meta),
+                                    FirstStartPositionManager(history, parser_config.master.identity)))
         self.parser = EventParser(parser_config, sink=self.sink, history=history, positions=self.positions,
                                   converter_factory=lambda ident: EntryConverter(ident, timezone=timezone),
                                   event_filter=event_filter,

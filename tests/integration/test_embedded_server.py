@@ -154,3 +154,37 @@ def test_get_ack_rollback_and_restart(mariadb_settings: Any, admin_conn: Any, ta
     assert after == sorted(after)
     # resumed right after the acked cursor: the unacked batch (b2) comes again, nothing acked does
     assert after[0] == max(_ids(a2.entries)) + 1, (after[:5], _ids(a2.entries), _ids(b2.entries))
+
+
+def test_a_restart_before_any_ack_reads_from_the_first_start(mariadb_settings: Any, admin_conn: Any, table: str,
+                                                             tmp_path: Path) -> None:
+    """No client acked anything yet: the restarted parser starts where the destination first started reading,
+    not at the binlog's end (Canal's fallback), so rows written before and while it was down all arrive."""
+    conf = _conf(tmp_path, mariadb_settings.port)
+    client = ClientIdentity("example", 1001, "")
+    server = CanalServerWithEmbedded()
+    server.start(_instance(conf))
+    server.subscribe(client)
+    try:
+        time.sleep(0.7)  # the parser has located the current end: the destination's first start
+        with admin_conn.cursor() as cur:
+            for i in range(1, 6):
+                cur.execute("INSERT INTO canal_test.inst_t VALUES (%s, 'x')", (i,))
+        seen: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 5 and time.monotonic() < deadline:  # taken, never acked
+            seen += _ids(server.get_without_ack(client, 3, 0.2).entries)
+        assert seen == [1, 2, 3, 4, 5]
+    finally:
+        server.stop_all()
+    with admin_conn.cursor() as cur:  # written while it is down
+        for i in range(6, 9):
+            cur.execute("INSERT INTO canal_test.inst_t VALUES (%s, 'y')", (i,))
+    server = CanalServerWithEmbedded()
+    server.start(_instance(conf))
+    try:
+        server.subscribe(client)
+        got, _ = _drain(server, client, 8, timeout=30)
+    finally:
+        server.stop_all()
+    assert got == list(range(1, 9)), got
