@@ -28,8 +28,10 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from dagster._core.utils import make_new_run_id
 
 from pipelines.config import parse_config
-from pipelines.sensor import CanalSensor, SensorState, registry_for
-from pipelines.source import CanalSource, FetchedWindow
+from pipelines.registry import registry_for
+from pipelines.sensor import CanalSensor, DestinationNotProgressing
+from pipelines.sensor_state import SensorState
+from pipelines.source import CanalSource, FetchedWindow, SourceHealth
 from pipelines.window import Position, TableChanges, TablePart, WindowManifest, order_key, window_dir_name
 
 TABLES = ["shop.orders", "shop.customers"]
@@ -54,6 +56,7 @@ class FakeSource(CanalSource):
         self.acks: list[int] = []
         self.rollbacks = 0
         self._epoch = 1
+        self.healthy = SourceHealth()
 
     @property
     def epoch(self) -> str:
@@ -93,6 +96,9 @@ class FakeSource(CanalSource):
 
     def outstanding(self) -> list[int] | None:
         return [b for b, _, _ in self.batches]
+
+    def health(self) -> SourceHealth:
+        return self.healthy
 
 
 def fake_stage(entries: list[bytes], *, root: Path, destination: str, window: int, attempt: int,
@@ -142,7 +148,8 @@ class Harness:
                  **sensor_overrides: Any) -> None:
         self.config = parse_config({
             "paths": {"staging": str(tmp_path / "staging"), "state": str(tmp_path / "state")},
-            "sensor": {"max_failures": 3, "backoff_seconds": 10, "backoff_max_seconds": 60, **sensor_overrides},
+            "sensor": {"max_failures": 3, "backoff_seconds": 10, "backoff_max_seconds": 60,
+                       "reconcile_interval_seconds": 0, **sensor_overrides},
             "changelog": {"start_date": "2025-01-01"},
         }, base_dir=tmp_path)
         self.instance = instance
@@ -158,8 +165,13 @@ class Harness:
             reg.mark_caught_up({t: "mysql-bin.000001:4" for t in TABLES})
 
     def tick(self) -> SensorResult:
+        """One evaluation; a failed one (the destination cannot progress: nothing to persist) comes back as a
+        SensorResult whose skip reason is the failure's message, marked FAILED."""
         ctx = build_sensor_context(instance=self.instance, cursor=self.cursor, sensor_name=self.sensor.name)
-        result = self.sensor.evaluate(ctx)
+        try:
+            result = self.sensor.evaluate(ctx)
+        except DestinationNotProgressing as e:
+            return SensorResult(skip_reason=f"FAILED {e}", cursor=self.cursor)
         self.cursor = result.cursor
         return result
 
@@ -243,13 +255,13 @@ def test_failure_rolls_back_backs_off_and_retries_with_a_new_run_key(tmp_path: P
     req = one_request(h.tick())
     run = h.finish(req, DagsterRunStatus.FAILURE, "boom: MERGE failed")
     text = skip_text(h.tick())
-    assert "backing off" in text and "boom: MERGE failed" in text and run.run_id in text
+    assert "retrying at" in text and "boom: MERGE failed" in text and run.run_id in text
     assert h.source.rollbacks >= 1 and h.source.acks == [] and h.source.batches == []
     st = h.state
     assert st.failures == 1 and st.attempt == 1 and st.backoff_until == h.clock.now + 10
 
     h.clock.now += 9
-    assert "backing off" in skip_text(h.tick())
+    assert "retrying at" in skip_text(h.tick())
     h.clock.now += 2
     retry = one_request(h.tick())
     assert retry.run_key == "example:0:1"  # same window, new attempt: a failed key is never reused
@@ -267,7 +279,7 @@ def test_canceled_run_counts_as_a_failure(tmp_path: Path, instance: DagsterInsta
     h = Harness(tmp_path, instance)
     h.source.entries = [entry("shop.orders", 1, 100)]
     h.finish(one_request(h.tick()), DagsterRunStatus.CANCELED)
-    assert "backing off" in skip_text(h.tick())
+    assert "retrying at" in skip_text(h.tick())
     assert h.state.attempt == 1
 
 
@@ -373,7 +385,7 @@ def test_a_failed_run_drops_the_window_staged_ahead(tmp_path: Path, instance: Da
     assert ahead.is_dir()
     _set_status(h, run, DagsterRunStatus.FAILURE, "boom")
     text = skip_text(h.tick())
-    assert "backing off" in text and "boom" in text
+    assert "retrying at" in text and "boom" in text
     assert h.state.ahead is None and not ahead.exists()
     assert h.source.acks == [] and h.source.outstanding() == [] and h.source.rollbacks >= 1
     h.clock.now += 11
@@ -463,14 +475,40 @@ def test_marker_only_window_is_acked_at_once(tmp_path: Path, instance: DagsterIn
     assert not list((tmp_path / "staging" / "example").glob("w*"))
 
 
-def test_reconcile_checks_ride_along_every_nth_window(tmp_path: Path, instance: DagsterInstance) -> None:
-    h = Harness(tmp_path, instance, reconcile_every=2)
+def _checks(req: RunRequest) -> list[str]:
+    return sorted(f"{'.'.join(k.asset_key.path[1:])} {k.name}" for k in req.asset_check_keys or [])
+
+
+def test_reconcile_checks_ride_along_by_interval(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance, reconcile_interval_seconds=600, reconcile_tables_per_run=1)
     h.source.entries = [entry("shop.orders", 1, 100)]
-    req = one_request(h.tick())  # window 0: 0 % 2 == 0
-    assert [k.name for k in req.asset_check_keys or []] == ["reconcile"]
+    req = one_request(h.tick())
+    # never reconciled yet: one mirror per run, in name order, whether or not the window changes it
+    assert _checks(req) == ["shop.customers reconcile"]
+    assert req.asset_selection == [AssetKey(["canal", "changelog"]), AssetKey(["mirror", "shop", "orders"])]
     h.source.entries.append(entry("shop.orders", 1, 200))
     h.finish(req, DagsterRunStatus.SUCCESS)
-    assert one_request(h.tick()).asset_check_keys == []
+    req = one_request(h.tick())
+    assert _checks(req) == ["shop.orders reconcile"]
+    h.source.entries.append(entry("shop.orders", 1, 300))
+    h.finish(req, DagsterRunStatus.SUCCESS)
+    req = one_request(h.tick())
+    assert _checks(req) == []  # both checked within the interval
+    assert h.state.reconciled_at == {"shop.customers": h.clock.now, "shop.orders": h.clock.now}
+    h.clock.now += 600
+    h.source.entries.append(entry("shop.orders", 1, 400))
+    h.finish(req, DagsterRunStatus.SUCCESS)
+    assert _checks(one_request(h.tick())) == ["shop.customers reconcile"]
+
+
+def test_a_failed_run_does_not_count_its_reconcile_check(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance, reconcile_interval_seconds=600, backoff_seconds=0, backoff_max_seconds=0)
+    h.source.entries = [entry("shop.orders", 1, 100)]
+    req = one_request(h.tick())
+    assert _checks(req) == ["shop.customers reconcile"]
+    h.finish(req, DagsterRunStatus.FAILURE, "boom")
+    retry = one_request(h.tick())
+    assert _checks(retry) == ["shop.customers reconcile"] and h.state.reconciled_at == {}
 
 
 def test_reset_cursor_waits_for_an_unfinished_run(tmp_path: Path, instance: DagsterInstance) -> None:
@@ -577,3 +615,68 @@ def test_snapshot_ahead_of_the_stream_needs_no_catch_up(tmp_path: Path, instance
     reg.record_snapshot("shop.orders", "mysql-bin.000001:500", order_key("mysql-bin.000001", 500))
     assert "no new changes" in skip_text(h.tick())  # applied through 100 < 500: nothing to replay
     assert reg.catch_up() == {}
+
+
+# --- failures shown where users look ------------------------------------------------------------------------------
+
+def failed_text(result: SensorResult) -> str:
+    assert not result.run_requests, result.run_requests
+    text = (result.skip_reason.skip_message if result.skip_reason else "") or ""
+    assert text.startswith("FAILED "), f"the tick did not fail: {text}"
+    return text
+
+
+def _lag_checks(instance: DagsterInstance) -> dict[str, tuple[bool, str, str]]:
+    """The newest lag check evaluation of each mirror: (passed, severity, description)."""
+    from dagster import AssetCheckKey
+
+    out = {}
+    for t in TABLES:
+        rec = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(AssetKey(["mirror", *t.split(".")]),
+                                                                              "lag"))
+        if rec is not None:
+            ev = rec.event.dagster_event.event_specific_data  # type: ignore[union-attr]
+            out[t] = (ev.passed, ev.severity.value, ev.description or "")
+    return out
+
+
+def test_an_unreadable_source_fails_the_tick_and_the_lag_checks_until_it_is_back(
+        tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    assert "no new changes" in skip_text(h.tick())
+    assert all(v[0] for v in _lag_checks(instance).values()) and len(_lag_checks(instance)) == 2
+
+    h.source.healthy = SourceHealth(False, "Access denied for user 'canal'@'localhost': check canal.instance."
+                                           "dbPassword in conf/example/instance.properties", "auth", h.clock.now)
+    text = failed_text(h.tick())
+    assert "CANNOT READ THE SOURCE since" in text and "dbPassword" in text and "no new changes" not in text
+    checks = _lag_checks(instance)
+    assert {t: (p, sev) for t, (p, sev, _) in checks.items()} == {t: (False, "WARN") for t in TABLES}
+    assert all("Access denied" in d for _, _, d in checks.values())
+    status = json.loads((tmp_path / "state" / "example" / "status.json").read_text())
+    assert status["verdict"]["passed"] is False and status["source"]["problem_kind"] == "auth"
+
+    # changes the store still holds are applied meanwhile: that tick launches a run and does not fail
+    h.source.entries = [entry("shop.orders", 1, 100)]
+    req = one_request(h.tick())
+    h.finish(req, DagsterRunStatus.SUCCESS)
+    assert "CANNOT READ THE SOURCE" in skip_text(h.tick())  # acked: the cursor moved, so not a failed tick ...
+    h.clock.now += 30
+    assert "CANNOT READ THE SOURCE" in failed_text(h.tick())
+
+    h.source.healthy = SourceHealth()  # the source answers again: cleared at the next tick
+    h.clock.now += 30
+    assert "no new changes" in skip_text(h.tick())
+    assert all(v[0] for v in _lag_checks(instance).values())
+
+
+def test_a_failing_window_fails_the_ticks_while_it_backs_off(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance)
+    h.source.entries = [entry("shop.orders", 1, 100)]
+    h.finish(one_request(h.tick()), DagsterRunStatus.FAILURE, "MirrorSchemaError: bad column")
+    first = h.tick()  # records the failure (the cursor changes): a skipped tick that says so
+    assert "retrying at" in skip_text(first) and "MirrorSchemaError" in skip_text(first)
+    h.clock.now += 1
+    assert "MirrorSchemaError" in failed_text(h.tick())  # nothing to persist while it waits: the tick fails
+    checks = _lag_checks(instance)
+    assert all(not p and "being retried" in d for p, _, d in checks.values())
