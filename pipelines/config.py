@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -88,7 +89,9 @@ class SensorSettings:
     backoff_max_seconds: float = 900.0
     deadline_seconds: float = 40.0    # one evaluation's budget (Dagster kills it at 60 s)
     launch_timeout_seconds: float = 600.0  # a requested run that never appears counts as failed after this
-    reconcile_every: int = 0          # run the reconciliation checks with every N-th window (0: only on demand)
+    max_run_seconds: int = 3600       # a window/snapshot run going longer is canceled by Dagster's run monitoring
+    reconcile_interval_seconds: float = 900.0  # each mirror's reconcile check rides along with a window run this often
+    reconcile_tables_per_run: int = 1  # ... at most this many per run (0 or an interval of 0: only on demand)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +116,7 @@ class SparkSettings:
 
 @dataclass(frozen=True, slots=True)
 class ChangelogSettings:
-    start_date: str = "2024-01-01"    # first daily partition of canal/changelog (UTC)
+    start_date: str = ""              # first daily partition of canal/changelog (UTC); "": the destination's first day
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +166,8 @@ class PipelineConfig:
     # --- the Canal destination -------------------------------------------------------------------------
 
     def canal_config(self) -> CanalConfig:
-        return _canal_config(self.canal.conf_dir)
+        """The Canal conf as its files are now (read again after an edit)."""
+        return _canal_config(self.canal.conf_dir, conf_stamp(self.canal.conf_dir, self.destination))
 
     def instance_config(self) -> InstanceConfig:
         return self.canal_config().instance(self.destination)
@@ -185,8 +189,21 @@ class PipelineConfig:
         return ReplaySource.from_instance(self.instance_config(), timezone=self.timezone)
 
 
+def conf_stamp(conf_dir: Path, destination: str) -> str:
+    """A digest of canal.properties and the destination's instance.properties: changes with every edit."""
+    h = hashlib.sha256()
+    for p in (conf_dir / "canal.properties", conf_dir / destination / "instance.properties"):
+        h.update(str(p).encode() + b"\0")
+        try:
+            h.update(p.read_bytes())
+        except OSError as e:
+            h.update(f"<{type(e).__name__}>".encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=8)
-def _canal_config(conf_dir: Path) -> CanalConfig:
+def _canal_config(conf_dir: Path, stamp: str) -> CanalConfig:
     from canal_core.instance.config import CanalConfig
 
     return CanalConfig.load(conf_dir)
@@ -244,6 +261,11 @@ def _section(cls: type, data: Any, file: Path | str, prefix: str) -> Any:
         raise PipelineConfigError(file, prefix, f"expected a mapping, got {type(data).__name__}")
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - names)
+    replaced = {"sensor.reconcile_every": "sensor.reconcile_interval_seconds (seconds between two reconciliations "
+                "of a mirror)"}
+    for k in unknown:
+        if f"{prefix}.{k}" in replaced:
+            raise PipelineConfigError(file, f"{prefix}.{k}", f"no longer read: use {replaced[prefix + '.' + k]}")
     if unknown:
         raise PipelineConfigError(file, f"{prefix}.{unknown[0]}", f"unknown key (known: {', '.join(sorted(names))})")
     defaults = cls()
@@ -324,10 +346,15 @@ def _validate(cfg: PipelineConfig, file: Path | str) -> PipelineConfig:
         raise err("sensor.deadline_seconds", f"{s.deadline_seconds}: must be in (0, 50], below Dagster's 60 s limit")
     if s.backoff_seconds < 0 or s.backoff_max_seconds < s.backoff_seconds:
         raise err("sensor.backoff_seconds", "needs 0 <= backoff_seconds <= backoff_max_seconds")
-    if s.reconcile_every < 0:
-        raise err("sensor.reconcile_every", f"{s.reconcile_every} must be >= 0")
+    if s.reconcile_interval_seconds < 0:
+        raise err("sensor.reconcile_interval_seconds", f"{s.reconcile_interval_seconds} must be >= 0 (0: on demand)")
+    if s.reconcile_tables_per_run < 0:
+        raise err("sensor.reconcile_tables_per_run", f"{s.reconcile_tables_per_run} must be >= 0")
+    if s.max_run_seconds <= 0:
+        raise err("sensor.max_run_seconds", f"{s.max_run_seconds} must be positive")
     try:
-        dt.date.fromisoformat(cfg.changelog.start_date)
+        if cfg.changelog.start_date:
+            dt.date.fromisoformat(cfg.changelog.start_date)
     except ValueError:
         raise err("changelog.start_date", f"{cfg.changelog.start_date!r} is not a date (YYYY-MM-DD)") from None
     if len(cfg.maintenance.cron.split()) != 5:

@@ -56,13 +56,15 @@ def default_value(mysql_type: str, column_default: str | None, nullable: bool, c
     return conv(d)
 
 
-def source_defaults(conn_kwargs: dict[str, Any]) -> Defaults:
-    """A Defaults provider reading the source's information_schema (one query per added column)."""
+def source_defaults(conn_kwargs: dict[str, Any] | Callable[[], dict[str, Any]]) -> Defaults:
+    """A Defaults provider reading the source's information_schema (one query per added column). ``conn_kwargs``
+    may be a function: the connection settings are then read only when a column is added (a window run needs
+    the source's conf only when it has to ask the source)."""
 
     def provide(schema: str, table: str, column: str, mysql_type: str) -> Any:
         import pymysql
 
-        conn = pymysql.connect(**conn_kwargs)
+        conn = pymysql.connect(**(conn_kwargs() if callable(conn_kwargs) else conn_kwargs))
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT COLUMN_DEFAULT, IS_NULLABLE FROM information_schema.COLUMNS "

@@ -7,7 +7,7 @@ asset). Only the table list needs the source database, or its cache from an earl
 
 from __future__ import annotations
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
 from .assets.cdc import build_cdc_assets
 from .assets.tables import resolve_tables
@@ -30,6 +30,9 @@ def build_definitions(config: PipelineConfig, tables: list[str] | None = None) -
         sensors=[sensor],
         schedules=build_schedules(config, jobs.maintenance),
         resources=resources_for(config),
+        # one process per run, one Spark session for all its steps: also for runs launched from the UI
+        # (Materialize, executing checks), which otherwise start a process (and a Spark JVM) per step
+        executor=in_process_executor,
     )
 
 

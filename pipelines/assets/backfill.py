@@ -70,8 +70,8 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     mirrored table), replace that changelog period, re-merge the mirrors that have their snapshot.
     ``report_*``: log materializations for assets that are not outputs of the running step."""
     from .. import lake as L
+    from ..registry import registry_for
     from ..replay import replay_windows
-    from ..sensor import registry_for
 
     unknown = sorted(set(selection or ()) - set(tables))
     if unknown:
@@ -131,8 +131,9 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
                 asset_key=mirror_key(name), description="re-merged by a backfill",
                 metadata={**span, **{f"rows_{k}": v for k, v in counts.items()}}))
     if report_changelog:
-        first = dt.date.fromisoformat(config.changelog.start_date)
-        for day in _days(start, end, first):
+        from .partitions import first_partition_day
+
+        for day in _days(start, end, first_partition_day(config)):
             context.log_event(AssetMaterialization(asset_key=CHANGELOG, partition=day,
                                                    description="period replaced by a backfill", metadata=span))
     return {**span, "rows": rows, "rows_replaced": int(replaced or 0), "tables": MetadataValue.json(chosen),

@@ -44,7 +44,8 @@ from dagster import (
 from ..config import PipelineConfig
 from ..resources import CanalWindowResource, LakeResource, SparkResource
 from ..window import Position, WindowManifest
-from .keys import CHANGELOG, RECONCILE_CHECK, SNAPSHOT_JOB, mirror_key, source_key, split_table
+from .keys import CHANGELOG, LAG_CHECK, RECONCILE_CHECK, WINDOW_JOB, mirror_key, source_key, split_table
+from .partitions import first_partition_day
 
 
 @dataclass
@@ -68,6 +69,18 @@ def parse_position(text: str) -> Position:
     if not sep or not journal or not offset.isdigit():
         raise ValueError(f"binlog position {text!r}: expected file:offset")
     return Position(journal, int(offset))
+
+
+def key_text(key: int | None, like: str) -> str:
+    """An order key (file sequence << 32 | offset) as a binlog position, "mysql-bin.000002:6039762": the key keeps
+    only the file's sequence number, ``like`` (a binlog file name of the same server) gives its base name."""
+    if key is None or key < 0:
+        return "-"
+    from ..window import split_key
+
+    seq, off = split_key(key)
+    base, dot, digits = like.rpartition(".")
+    return f"{base}.{seq:0{len(digits)}d}:{off}" if dot and digits.isdigit() else f"{like}#{seq}:{off}"
 
 
 def lag_seconds(timestamp_ms: int) -> float:
@@ -132,7 +145,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
     from ..defaults import source_defaults
 
     session, lk = spark.session(), lake.lake()
-    defaults = source_defaults(config.conn_kwargs())  # for rows that predate an ADD COLUMN
+    defaults = source_defaults(config.conn_kwargs)  # for rows that predate an ADD COLUMN (asked only then)
     total = L.MirrorResult()
     caught: dict[str, Any] = {}
     if catch_up := window.catch_up.get(name):
@@ -159,8 +172,9 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
     return MaterializeResult(metadata={
         "rows_inserted": total.inserted, "rows_updated": total.updated, "rows_deleted": total.deleted,
         "skipped_parts": total.skipped_parts, "delta_version": total.version,
-        "mirror_position": -1 if total.position is None else total.position,
-        "binlog_position": pos_text(at), "lag_seconds": lag_seconds(at.timestamp_ms),
+        "mirror_position": MetadataValue.text(key_text(total.position, at.journal)),
+        "binlog_position": MetadataValue.text(pos_text(at)), "gtid": MetadataValue.text(at.gtid or "-"),
+        "lag_seconds": lag_seconds(at.timestamp_ms),
         "window": manifest.window if manifest is not None else -1,
         **({"note": total.reason} if total.reason else {}), **caught,
     })
@@ -169,7 +183,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
 def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig, name: str,
                          spark: SparkResource, lake: LakeResource) -> MaterializeResult:
     from .. import lake as L
-    from ..sensor import registry_for, snapshot_data_dir
+    from ..registry import registry_for, snapshot_data_dir
     from ..snapshot import take_snapshot
 
     schema, table = split_table(name)
@@ -186,7 +200,7 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
                                          context.run.run_id)
     return MaterializeResult(metadata={
         "rows_inserted": snap.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": snap.rows,
-        "binlog_position": pos_text(snap.position), "delta_version": version,
+        "binlog_position": MetadataValue.text(pos_text(snap.position)), "delta_version": version,
         "lag_seconds": round((dt.datetime.now(dt.UTC) - taken).total_seconds(), 3),
         "unrepresentable": MetadataValue.json(snap.unrepresentable),
     })
@@ -203,7 +217,7 @@ def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, vers
     transaction is not."""
     from pyspark.sql import functions as F
 
-    from ..sensor import registry_for
+    from ..registry import registry_for
 
     snap = registry_for(config).load().get(name)
     if snap and int(snap["position_key"]) == version + 1:  # still exactly at its snapshot
@@ -267,16 +281,16 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
         description=f"{name}: {diff}" if diff else f"{name}: {src.count} rows match at {pos_text(src.position)}",
         metadata={"source_rows": src.count, "mirror_rows": mine.count, "source_checksum": f"{src.checksum:016x}",
                   "mirror_checksum": f"{mine.checksum:016x}", "source_position": pos_text(src.position),
-                  "mirror_position": version, "replayed_rows": replayed})
+                  "mirror_position": key_text(version, src.position.journal), "replayed_rows": replayed})
 
 
 # --- definitions -------------------------------------------------------------------------------------------------
 
 def _not_a_window_run(name: str) -> Failure:
     return Failure(
-        description=f"{name} is written by the canal sensor's window runs, by canal_snapshot (initial load) and by "
-                    "backfills; materializing it on its own has no window to apply. To reload it, run "
-                    "canal_snapshot for it; to repair a period, run canal_backfill.")
+        description=f"{name} is written by the canal sensor's window runs and by backfills; materializing it without "
+                    "a window or a partition range has nothing to apply. To repair a period, backfill its partitions "
+                    "(or run canal_backfill); to reload a mirror, materialize the mirror.")
 
 
 def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Sequence[AssetSpec],
@@ -315,7 +329,8 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
                   description=f"Source table {t} on {config.destination!r} (read from the binlog by Canal).")
         for t in tables
     ]
-    partitions = DailyPartitionsDefinition(start_date=config.changelog.start_date, timezone="UTC", end_offset=1)
+    partitions = DailyPartitionsDefinition(start_date=first_partition_day(config).isoformat(), timezone="UTC",
+                                           end_offset=1)
     freshness = FreshnessPolicy.time_window(fail_window=dt.timedelta(seconds=config.freshness.fail_seconds),
                                             warn_window=dt.timedelta(seconds=config.freshness.warn_seconds))
 
@@ -327,26 +342,57 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
         @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
                freshness_policy=freshness,
                description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
-                           "key in binlog order; an older change never overwrites a newer one.")
+                           "key in binlog order; an older change never overwrites a newer one. Kept by the canal "
+                           "sensor's window runs; materializing it yourself (Materialize in the UI) reloads it from a "
+                           "consistent snapshot of the source, and the stream then catches it up from the snapshot's "
+                           "binlog position.")
         def mirror(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                    canal_window: CanalWindowResource) -> MaterializeResult:
             if canal_window.path or canal_window.catch_up:
                 return mirror_from_window(context, config, name, spark, lake, canal_window)
-            if context.job_def.name == SNAPSHOT_JOB:
-                return mirror_from_snapshot(context, config, name, spark, lake)
-            raise _not_a_window_run(name)
+            if context.job_def.name == WINDOW_JOB:
+                raise Failure(description=f"{name}: a canal_window run without a staged window or a catch-up: "
+                                          "window runs are launched by the canal sensor")
+            # canal_snapshot (initial load), or a materialization from the UI / API: reload from a snapshot
+            return mirror_from_snapshot(context, config, name, spark, lake)
 
         return mirror
 
+    every = config.sensor.reconcile_interval_seconds
+    cadence = (f"The canal sensor runs it inside its window runs, for each mirror about every {every:.0f} s."
+               if every and config.sensor.reconcile_tables_per_run else "It runs on demand only.")
+
     def make_check(name: str) -> Any:
-        @asset_check(asset=mirror_key(name), name=RECONCILE_CHECK, blocking=True,
+        @asset_check(asset=mirror_key(name), name=RECONCILE_CHECK, blocking=False,
                      description="Row count and order-independent checksum of the source (consistent snapshot) "
-                                 "against the mirror moved forward to the same binlog position.")
+                                 f"against the mirror moved forward to the same binlog position. {cadence} On a "
+                                 "mismatch, materialize the mirror to reload it from a snapshot.")
         def reconcile(context: AssetCheckExecutionContext, spark: SparkResource,
                       lake: LakeResource) -> AssetCheckResult:
-            return reconcile_mirror(context, config, name, spark, lake)
+            try:
+                return reconcile_mirror(context, config, name, spark, lake)
+            except Exception as e:  # a check that cannot run is a failed check, never a failed window run
+                context.log.exception(f"reconciling {name} failed")
+                return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN,
+                                        description=f"{name}: could not reconcile ({type(e).__name__}: {e})")
 
         return reconcile
 
+    def make_lag_check(name: str) -> Any:
+        @asset_check(asset=mirror_key(name), name=LAG_CHECK, blocking=False,
+                     description="Whether the destination reads its source and holds every change up to "
+                                 f"freshness.warn_seconds ({config.freshness.warn_seconds} s) ago: reported by the "
+                                 "canal sensor when its verdict changes (a failure shows within a tick and clears by "
+                                 "itself); executing it shows the sensor's latest verdict.")
+        def lag() -> AssetCheckResult:
+            from ..status import lag_check_result
+
+            ev = lag_check_result(config, name)
+            return AssetCheckResult(passed=ev.passed, severity=ev.severity, description=ev.description,
+                                    metadata=dict(ev.metadata))
+
+        return lag
+
     mirrors = {t: make_mirror(t) for t in tables}
-    return CdcAssets(sources, changelog, mirrors, [make_check(t) for t in tables], partitions)
+    checks = [make_check(t) for t in tables] + [make_lag_check(t) for t in tables]
+    return CdcAssets(sources, changelog, mirrors, checks, partitions)

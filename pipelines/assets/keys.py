@@ -6,6 +6,7 @@ from dagster import AssetCheckKey, AssetKey
 
 CHANGELOG = AssetKey(["canal", "changelog"])
 RECONCILE_CHECK = "reconcile"
+LAG_CHECK = "lag"
 
 WINDOW_JOB = "canal_window"
 SNAPSHOT_JOB = "canal_snapshot"
@@ -36,3 +37,7 @@ def table_of(key: AssetKey) -> str:
 
 def reconcile_check_key(name: str) -> AssetCheckKey:
     return AssetCheckKey(mirror_key(name), RECONCILE_CHECK)
+
+
+def lag_check_key(name: str) -> AssetCheckKey:
+    return AssetCheckKey(mirror_key(name), LAG_CHECK)

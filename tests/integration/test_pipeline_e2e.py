@@ -31,7 +31,7 @@ import pytest
 from pipelines.lake import Lake, apply_changelog, apply_mirror
 from pipelines.reconcile import dataframe_fingerprint, source_fingerprint, table_columns
 from pipelines.resources import SparkResource
-from pipelines.sensor import SensorState
+from pipelines.sensor_state import SensorState
 from pipelines.staging import load_window
 from tests.integration.pipeline_driver import Driver, make_config, mirror_rows, source_rows
 
@@ -191,7 +191,8 @@ def test_random_workload_converges_and_replays_are_harmless(mariadb_settings: An
     w = Workload(db, seed=20261122)
     for _ in range(30):  # rows that exist before the pipeline: the initial snapshot loads them
         w.tx()
-    cfg = make_config(tmp_path, mariadb_settings, "e2e", f"{SCHEMA}\\\\..*")
+    # the reconcile checks ride along with the window runs (one mirror per run), as by default, only more often
+    cfg = make_config(tmp_path, mariadb_settings, "e2e", f"{SCHEMA}\\\\..*", sensor={"reconcile_interval_seconds": 1})
     driver = Driver(cfg, tmp_path / "home", keep_windows=tmp_path / "kept")
     driver.tick()  # starts the instance, snapshots every table
     snapshot_runs = [rr for rr, ok in driver.runs if rr.tags.get("canal/kind") == "snapshot"]
@@ -217,6 +218,15 @@ def test_random_workload_converges_and_replays_are_harmless(mariadb_settings: An
     total, distinct = _changelog_counts(spark, lake)
     assert total == distinct == w.changes
     assert all(ok for _, ok in driver.runs)
+    # every mirror was reconciled inside a window run, and passed
+    from dagster import AssetCheckKey, AssetKey
+
+    for t in TABLES:
+        rec = driver.instance.get_latest_asset_check_evaluation_record(
+            AssetCheckKey(AssetKey(["mirror", SCHEMA, t]), "reconcile"))
+        assert rec is not None and rec.event is not None, t
+        ev = rec.event.dagster_event.event_specific_data  # type: ignore[union-attr]
+        assert ev.passed, (t, ev.description)
 
     # replays: the same window again, and an older window after the newest, change nothing
     windows = [p for p in driver.staged_copies if (p / "manifest.json").is_file()]

@@ -30,7 +30,8 @@ def test_shipped_file_loads_with_its_defaults() -> None:
     assert cfg.staging_root == REPO_ROOT / ".runtime/pipeline/staging"
     assert cfg.state_dir == REPO_ROOT / ".runtime/pipeline/state/demo"
     assert cfg.lake_root == str(REPO_ROOT / ".runtime/lake") and cfg.lake.deletion_vectors is True
-    assert cfg.changelog.start_date == "2024-01-01"
+    assert cfg.changelog.start_date == ""  # the destination's first day
+    assert cfg.sensor.reconcile_interval_seconds == 900 and cfg.sensor.reconcile_tables_per_run == 1
     kw = cfg.conn_kwargs()
     assert (kw["host"], kw["port"], kw["user"], kw["password"]) == ("127.0.0.1", 3407, "canal", "canal")
 
