@@ -192,7 +192,7 @@ def wait_stored(source: Any, rows: int, timeout: float) -> None:
     while store.stats().put_rows < rows:
         if time.monotonic() > deadline:
             raise SystemExit(f"only {store.stats().put_rows} of {rows} row changes reached the store "
-                             f"({source.status() or 'parser running'})")
+                             f"({source.health().problem or 'parser running'})")
         time.sleep(0.05)
 
 

@@ -34,10 +34,22 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25  # one getWithoutAck waits at most this long for a full batch
+RESTART_STOPPED_SECONDS = 300.0  # a parser stopped on an error is started again after this long
 
 
 class SourceUnavailable(RuntimeError):
     """The Canal destination cannot serve (not startable, held by another process, stopped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    """Whether the source reads its database now; when not, what is wrong and what to do (one line)."""
+
+    ok: bool = True
+    problem: str = ""
+    kind: str = ""          # access, unreachable, source-mismatch, stopped, config, unavailable, other
+    since: float = 0.0      # epoch seconds the problem began (0: unknown)
+    streaming: bool = True  # reading the binlog now (False while connecting: "no new changes" is not known yet)
 
 
 @dataclass(slots=True)
@@ -77,9 +89,9 @@ class CanalSource(ABC):
         """The batch ids taken and neither acked nor rolled back, oldest first; None when unknown."""
         return None
 
-    def status(self) -> str:
-        """A one-line health note for the sensor's messages ("" when healthy)."""
-        return ""
+    def health(self) -> SourceHealth:
+        """Whether the source reads its database now (evaluated afresh on every call)."""
+        return SourceHealth()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -129,6 +141,8 @@ class EmbeddedCanalSource(CanalSource):
         self._instance: Any = None
         self._epoch = ""
         self._lockfile: TextIO | None = None
+        self._stamp = ""                     # conf_stamp the running instance was built from
+        self._refused: SourceHealth | None = None  # an edited conf that does not load (the old one keeps running)
 
     @classmethod
     def registry_key(cls, config: PipelineConfig) -> tuple[Any, ...]:
@@ -142,13 +156,22 @@ class EmbeddedCanalSource(CanalSource):
 
     def _ensure_started(self) -> CanalServerWithEmbedded:
         with self._lock:
+            self._follow_conf()
+            self._restart_stopped_parser()
             if self._server is not None:
                 return self._server
+            from canal_core.instance.config import ConfigError
             from canal_core.instance.instance import CanalInstance
             from canal_core.server.embedded import CanalServerWithEmbedded
 
-            canal = self.config.canal_config()
-            inst_cfg = canal.instance(self.config.destination)
+            from .config import conf_stamp
+
+            stamp = conf_stamp(self.config.canal.conf_dir, self.config.destination)
+            try:
+                canal = self.config.canal_config()
+                inst_cfg = canal.instance(self.config.destination)
+            except (ConfigError, OSError) as e:
+                raise SourceUnavailable(f"the Canal conf of {self.config.destination} does not load: {e}") from e
             self._lock_data_dir(Path(inst_cfg.data_dir))
             try:
                 # TIMESTAMP text in the pipeline's zone (UTC), not the process's local zone
@@ -159,10 +182,52 @@ class EmbeddedCanalSource(CanalSource):
             except BaseException:
                 self._unlock_data_dir()
                 raise
-            self._server, self._instance = server, instance
+            self._server, self._instance, self._stamp, self._refused = server, instance, stamp, None
             self._epoch = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
             log.info("embedded canal instance %s started (epoch %s)", self.config.destination, self._epoch)
             return server
+
+    def _restart_stopped_parser(self) -> None:
+        """A parser that stopped on an error retrying could not fix (a schema history or start position problem)
+        waits for a person; once they may have acted, after RESTART_STOPPED_SECONDS, the instance is started anew
+        (a new epoch), so a fixed problem clears without a reload. A still broken one stops again, visibly."""
+        from canal_core.parse.health import ParserState
+
+        if self._instance is None:
+            return
+        parsers = getattr(self._instance, "parsers", None) or [self._instance.parser]
+        stopped = [p.health for p in parsers if p.health.state is ParserState.STOPPED and p.health.error is not None]
+        if stopped and time.time() - max(h.since for h in stopped) >= RESTART_STOPPED_SECONDS:
+            log.warning("the binlog parser of %s stopped (%s): starting the instance again", self.config.destination,
+                        stopped[0].describe())
+            self.close()
+
+    def _follow_conf(self) -> None:
+        """An edited canal.properties / instance.properties takes effect at once, as canal.auto.scan does for
+        canal-server: the instance restarts with it (a new epoch: outstanding batches are gone and come again from
+        the acked cursor). A conf that does not load is refused: the running instance keeps the old one and
+        health() says why, naming the file."""
+        if self._server is None:
+            return
+        from canal_core.instance.config import ConfigError
+
+        from .config import conf_stamp
+
+        stamp = conf_stamp(self.config.canal.conf_dir, self.config.destination)
+        if stamp == self._stamp:
+            self._refused = None  # edited back to what runs
+            return
+        try:
+            self.config.canal_config().instance(self.config.destination)
+        except (ConfigError, OSError) as e:
+            if self._refused is None or self._refused.problem != str(e):
+                log.error("the edited Canal conf of %s is refused, the running instance keeps the previous one: %s",
+                          self.config.destination, e)
+                self._refused = SourceHealth(False, f"the edited Canal conf is refused (the running instance keeps "
+                                             f"the previous one): {e}", "config", time.time())
+            return
+        log.warning("the Canal conf of %s changed: restarting its instance", self.config.destination)
+        self.close()
 
     def _lock_data_dir(self, data_dir: Path) -> None:
         """One live instance per destination on this machine: a second process (a reloaded code server
@@ -253,12 +318,21 @@ class EmbeddedCanalSource(CanalSource):
         with self._lock:
             return list(server.list_batch_ids(self.client))
 
-    def status(self) -> str:
-        if self._instance is None:
-            return "not started"
-        parsers = getattr(self._instance, "parsers", None) or [self._instance.parser]
-        errors = [f"{type(p.last_error).__name__}: {p.last_error}" for p in parsers if p.last_error is not None]
-        return "last parser error: " + "; ".join(errors) if errors else ""
+    def health(self) -> SourceHealth:
+        with self._lock:
+            self._follow_conf()
+            if self._refused is not None:
+                return self._refused
+            if self._instance is None:
+                return SourceHealth(False, "the embedded Canal instance is not started", "unavailable")
+            parsers = getattr(self._instance, "parsers", None) or [self._instance.parser]
+        props = self.config.canal.conf_dir / self.config.destination / "instance.properties"
+        healths = [parser_health(p, props) for p in parsers]
+        problems = [h for h in healths if not h.ok]
+        if not problems:
+            return SourceHealth(streaming=all(h.streaming for h in healths))
+        first = min(problems, key=lambda h: h.since or time.time())
+        return SourceHealth(False, "; ".join(h.problem for h in problems), first.kind, first.since)
 
 
 class RemoteCanalSource(CanalSource):
@@ -367,6 +441,11 @@ class RemoteCanalSource(CanalSource):
         a = self._conn.address
         return f"connected to {a[0]}:{a[1]}" if a else "not connected"
 
+    def health(self) -> SourceHealth:
+        # reaching the server is what this evaluation did (SourceUnavailable otherwise); the server's own parser
+        # health is on its metrics endpoint and in its logs
+        return SourceHealth()
+
     def close(self) -> None:
         with self._lock:
             try:
@@ -377,6 +456,33 @@ class RemoteCanalSource(CanalSource):
             if self._zk is not None:
                 self._zk.stop()
                 self._zk = None
+
+
+_HINTS = {
+    "access": "check canal.instance.dbUsername / canal.instance.dbPassword in {props}, and that the account has "
+              "SELECT, REPLICATION SLAVE, REPLICATION CLIENT",
+    "unreachable": "is the database up at canal.instance.master.address in {props}?",
+    "source-mismatch": "another server answers at canal.instance.master.address in {props}",
+}
+
+
+def parser_health(parser: Any, props: Path) -> SourceHealth:
+    """One EventParser's health (canal_core.parse.health) as the sensor shows it, with what to do."""
+    from canal_core.parse.health import ParserState
+
+    h = parser.health
+    if h.state is ParserState.STREAMING:
+        return SourceHealth()
+    if h.state is ParserState.CONNECTING:
+        return SourceHealth(streaming=False)
+    e = h.error
+    if e is None:
+        return SourceHealth(False, f"the binlog parser of {h.source} is not running", "stopped", h.since)
+    hint = _HINTS.get(e.kind.value, "").format(props=props)
+    text = f"{h.source}: {e.type_name}: {e.message}" + (f" ({hint})" if hint else "")
+    if h.state is ParserState.STOPPED:
+        return SourceHealth(False, f"the binlog parser stopped: {text}", "stopped", e.since)
+    return SourceHealth(False, text, e.kind.value, e.since)
 
 
 def make_source(config: PipelineConfig) -> CanalSource:
