@@ -69,7 +69,11 @@ class Webserver:
             return "(no log)"
 
     def graphql(self, query: str) -> dict[str, Any]:
-        req = urllib.request.Request(f"{self.url}/graphql", data=json.dumps({"query": query}).encode(),
+        return self.graphql_vars(query, {})
+
+    def graphql_vars(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        req = urllib.request.Request(f"{self.url}/graphql",
+                                     data=json.dumps({"query": query, "variables": variables}).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as resp:
             body: dict[str, Any] = json.load(resp)
