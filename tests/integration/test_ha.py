@@ -718,8 +718,10 @@ def test_auto_scan_adds_and_removes_monitors(mariadb_settings: Any, zk_chroot: s
         wait_for(lambda: running_address(zk, "d2") == me and ctl.server.is_start("d2"), 10, "d2 added")
         assert zk.exists(destination_cluster_path("d2", me))
         shutil.rmtree(conf / "d2")
-        wait_for(lambda: "d2" not in ctl.monitors and not ctl.server.is_start("d2"), 10, "d2 removed")
-        assert running_address(zk, "d2") is None and not zk.exists(destination_cluster_path("d2", me))
+        # the monitor stops the instance, then deletes its running node: removed once both are done
+        wait_for(lambda: "d2" not in ctl.monitors and not ctl.server.is_start("d2")
+                 and running_address(zk, "d2") is None, 10, "d2 removed")
+        assert not zk.exists(destination_cluster_path("d2", me))
         assert ctl.server.is_start("d1")
     finally:
         ctl.stop()
