@@ -36,7 +36,18 @@ from .lake import (
     _retry_concurrent,
     _txn,
 )
-from .window import COL_DUP, COL_OP, COL_POS, COL_ROW, COL_SUB, COL_TS, OP_DELETE, OP_INSERT, TablePart
+from .window import (
+    COL_DUP,
+    COL_OP,
+    COL_POS,
+    COL_ROW,
+    COL_SUB,
+    COL_TS,
+    META_COLUMNS,
+    OP_DELETE,
+    OP_INSERT,
+    TablePart,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -56,7 +67,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_OWN = (*MIRROR_META, COL_DUP)
+_OWN = frozenset((*MIRROR_META, *META_COLUMNS, COL_DUP))   # pipeline columns of a mirror or a staged part
 _IMG = "__img"       # the row's image as one struct column (joins and groupings on all columns, NULLs equal)
 _NET = "__net"       # inserts - deletes of an image in the part
 _HAVE = "__have"     # copies of an image the mirror holds
@@ -65,10 +76,8 @@ _RANK = "__rank"
 
 
 def image_columns(struct: StructType) -> list[str]:
-    """The table's own columns of a mirror (or staged part projected to the mirror)."""
-    from .window import META_COLUMNS
-
-    return [f.name for f in struct.fields if f.name not in _OWN and f.name not in META_COLUMNS]
+    """The table's own columns of a mirror or a staged part, in order."""
+    return [f.name for f in struct.fields if f.name not in _OWN]
 
 
 def _image(cols: list[str]) -> Column:
@@ -106,7 +115,7 @@ def conform(spark: SparkSession, path: str, name: str, struct: StructType, *, ke
     df = spark.read.format("delta").load(path)
     out = number_copies(df) if keyless else df.drop(COL_DUP)
     _overwrite(spark, path, out, f"canal:{'keyless' if keyless else 'keyed'}:{where}")
-    log.info("%s: the table %s a primary key %s: mirror %s", name, "lost" if keyless else "has", where,
+    log.info("%s: %s %s: the mirror %s", name, "no primary key any more" if keyless else "a primary key now", where,
              "numbers the copies of each row (_canal_dup)" if keyless else "dropped _canal_dup")
     return spark.read.format("delta").load(path).schema
 
@@ -136,8 +145,7 @@ def _staged_rows(part_df: DataFrame, part: TablePart, struct: StructType, positi
     if part.updates:
         raise LakeError(
             f"{name}: part {part.file} {where} holds {part.updates} UPDATE rows without their before images (staged "
-            "before updates of tables without a primary key were staged as DELETE + INSERT): roll the window back "
-            "so that it is staged again")
+            "by a version that did not split them into DELETE + INSERT): the window's next attempt stages it again")
     rows = part_df if position is None else part_df.where(F.col(COL_POS) > F.lit(position))
     have = {c.lower() for c in rows.columns}
     cols = [(F.col(_q(f.name)).cast(f.dataType) if f.name.lower() in have else F.lit(None).cast(f.dataType))
@@ -158,7 +166,8 @@ def changes(cur: DataFrame, part_df: DataFrame, part: TablePart, struct: StructT
     rows = _staged_rows(part_df, part, struct, position, name, where)
     sign = F.when(F.col(COL_OP) == OP_DELETE, F.lit(-1)).otherwise(F.lit(1))
     net = rows.groupBy(_IMG).agg(F.sum(sign).alias(_NET)).where(F.col(_NET) != 0)
-    # the mirror's copies of the images the part changes, read once (the MERGE must not see another version)
+    # the mirror's copies of the images the part changes, read once: the copy numbers removed and added below
+    # come from one read of the mirror, whatever Spark evaluates twice
     held = (cur.select(_image(cols).alias(_IMG), F.col(COL_DUP)).join(net.select(_IMG), _IMG, "left_semi")
             .localCheckpoint())
     counts = held.groupBy(_IMG).agg(F.count(F.lit(1)).alias(_HAVE), F.max(COL_DUP).alias(_TOP))
