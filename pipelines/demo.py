@@ -6,7 +6,9 @@
 
 The workload is an order shop: new customers, orders with their items in one transaction, status
 changes, balance updates, cancelled orders deleted with their items, page views (a table without a
-primary key). Connection: canal_admin on the private MariaDB (scripts/mariadb.sh), or --host/--port/...
+primary key: views counted twice, some of them removed again or credited to a customer later, one row of
+several identical ones at a time). Connection: canal_admin on the private MariaDB (scripts/mariadb.sh), or
+--host/--port/...
 """
 
 from __future__ import annotations
@@ -160,10 +162,31 @@ class Workload:
         elif x < 0.85:
             self._tx([(f"INSERT INTO {SCHEMA}.customers (name, email) VALUES (%s, %s)",
                        (r.choice(_NAMES), None if r.random() < 0.2 else f"new{r.randint(0, 10**9)}@example.com"))])
-        else:
+        elif x < 0.97:
             ids = self._ids("customers")
-            self._tx([(f"INSERT INTO {SCHEMA}.page_views VALUES (%s, %s, NOW())",
-                       (r.randint(*ids) if ids else None, f"/p/{r.randint(1, 50)}")) for _ in range(r.randint(1, 3))])
+            views = [(r.randint(*ids) if ids else None, f"/p/{r.randint(1, 50)}") for _ in range(r.randint(1, 3))]
+            views += views[:1] if r.random() < 0.3 else []  # a double click: an identical row
+            self._tx([(f"INSERT INTO {SCHEMA}.page_views VALUES (%s, %s, NOW())", v) for v in views])
+        else:
+            self.page_view_fix()
+
+    def page_view_fix(self) -> None:
+        """Without a primary key a statement can only name a row by its values: LIMIT 1 changes one of several
+        identical rows."""
+        r = self.rnd
+        with self.conn.cursor() as cur:
+            cur.execute(f"SELECT customer_id, url, viewed FROM {SCHEMA}.page_views ORDER BY RAND(%s) LIMIT 1",
+                        (r.randint(0, 10**6),))
+            row = cur.fetchone()
+        if row is None:
+            return
+        where = "customer_id <=> %s AND url = %s AND viewed = %s"
+        ids = self._ids("customers")
+        if r.random() < 0.5 or not ids:  # a bot's view, removed
+            self._tx([(f"DELETE FROM {SCHEMA}.page_views WHERE {where} LIMIT 1", row)])
+        else:  # an anonymous view credited to the customer who logged in
+            self._tx([(f"UPDATE {SCHEMA}.page_views SET customer_id = %s WHERE {where} LIMIT 1",
+                       (r.randint(*ids), *row))])
 
 
 def counts(conn: pymysql.connections.Connection) -> dict[str, int]:

@@ -45,6 +45,7 @@ from canal_core.parse.ddl import (
 from canal_core.sparkenv import is_connect
 
 from .window import (
+    COL_DUP,
     COL_OP,
     COL_POS,
     COL_ROW,
@@ -66,8 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "MIRROR_META",
+    "KeylessRemergeError",
     "Lake",
     "LakeError",
+    "MirrorDivergedError",
     "MirrorResult",
     "MirrorSchemaError",
     "TableState",
@@ -127,6 +130,14 @@ class LakeError(RuntimeError):
 
 class MirrorSchemaError(LakeError):
     """A source column change the mirror cannot follow exactly."""
+
+
+class MirrorDivergedError(LakeError):
+    """Changes that remove rows a mirror of a table without a primary key does not hold (pipelines.keyless)."""
+
+
+class KeylessRemergeError(LakeError):
+    """remerge_mirror of a table without a primary key: its row multiplicities cannot be re-derived."""
 
 
 # ---- locations and identifiers ---------------------------------------------------------------------------
@@ -863,7 +874,7 @@ def _plan_schema(name: str, mirror: StructType, part: StructType, where: str) ->
     done at their DDL's position, in apply_mirror). Names compare case-insensitively, as MySQL's and Delta's do.
 
     A part narrower than the mirror (MODIFY BIGINT -> INT) keeps the mirror type (values cast exactly)."""
-    mfields = [f for f in mirror.fields if f.name not in MIRROR_META]
+    mfields = [f for f in mirror.fields if f.name not in MIRROR_META and f.name != COL_DUP]
     mcols = {f.name.lower(): f.dataType for f in mfields}
     pfields = [f for f in part.fields if f.name not in META_COLUMNS]
     pcols = {f.name.lower() for f in pfields}
@@ -971,12 +982,14 @@ def _where(name: str, pos: int) -> str:
     return f"at position {seq}:{off} (order key {pos}) of {name}"
 
 
-def _mirror_struct(part_schema: StructType) -> StructType:
+def _mirror_struct(part_schema: StructType, keyless: bool = False) -> StructType:
+    """``keyless``: a table without a primary key, whose mirror numbers the copies of a row (pipelines.keyless)."""
     from pyspark.sql import types as T
 
     fields = [f for f in part_schema.fields if f.name not in META_COLUMNS]
     meta = [T.StructField(COL_POS, T.LongType(), True), T.StructField(COL_ROW, T.IntegerType(), True),
             T.StructField(COL_TS, T.TimestampType(), True)]
+    meta += [T.StructField(COL_DUP, T.IntegerType(), True)] if keyless else []
     return T.StructType([T.StructField(f.name, f.dataType, True) for f in fields] + meta)
 
 
@@ -1083,10 +1096,13 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
 
     A part whose max_pos is not above the mirror's txn version is skipped; the MERGE commit records txn
     ("canal:mirror:<schema>.<table>", part.max_pos). Rows: an update or delete wins only over a target row
-    written by an older-or-equal change. Tables without a primary key are not mirrored (changelog only).
+    written by an older-or-equal change. A part without a primary key goes to a multiset mirror instead
+    (pipelines.keyless: its rows above the watermark, net copies per row image).
     ``after`` / ``upto``: only the events with after < position <= upto (apply_mirrors splits at RENAME).
     ``defaults(schema, table, column, mysql_type)``: the value rows that predate an added column take
     (pipelines.defaults.source_defaults); without it they are NULL."""
+    from . import keyless
+
     path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
     state = table_state(spark, path, app)
     res = MirrorResult(version=state.version, position=state.position)
@@ -1116,18 +1132,17 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
             res.skipped_parts += 1
             continue
         keys = _keys(part)
-        if not keys:
-            res.skipped_parts += 1
-            res.reason = "no primary key: changelog only, no mirror"
-            log.warning("%s: part %s has no primary key: not mirrored (changelog only)%s", table.name, part.file,
-                        f"; the mirror stays at position {position}" if struct is not None else "")
-            continue
         df = _read_staged(spark, _file(window_dir, part.file))
         where = _where(table.name, part.min_pos)
         if struct is None:
-            _create_mirror(spark, lake, path, _mirror_struct(df.schema), table.name)
+            _create_mirror(spark, lake, path, _mirror_struct(df.schema, keyless=not keys), table.name)
             struct = spark.read.format("delta").load(path).schema
+        struct = keyless.conform(spark, path, table.name, struct, keyless=not keys, where=where)
         plan = _plan_schema(table.name, struct, df.schema, where)
+        if not keys and plan.drops:  # rows may become copies of one image: renumbered with the drop
+            keyless.drop_columns(spark, path, table.name, plan.drops, where)
+            plan.drops = []
+            struct = spark.read.format("delta").load(path).schema
         if not plan.empty():
             fills: dict[str, Any] = {}
             if defaults is not None and plan.adds:
@@ -1135,9 +1150,16 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
                 fills = {col: defaults(table.schema, table.table, col, types[col.lower()]) for col, _t, _a in plan.adds}
             _evolve_table(spark, path, table.name, plan, where, fills)
             struct = spark.read.format("delta").load(path).schema
-        src = _project(_latest(df, keys), struct)
-        with _txn(spark, app, part.max_pos, f"canal:window:{manifest.destination}:{manifest.window}:{part.max_pos}"):
-            counts = _merge_part(spark, path, src, keys, struct, guard=True)
+        note = f"canal:window:{manifest.destination}:{manifest.window}:{part.max_pos}"
+        if keys:
+            src = _project(_latest(df, keys), struct)
+            with _txn(spark, app, part.max_pos, note):
+                counts = _merge_part(spark, path, src, keys, struct, guard=True)
+        else:
+            cur = spark.read.format("delta").load(path)
+            src = keyless.changes(cur, df, part, struct, position, table.name, where)
+            with _txn(spark, app, part.max_pos, note):
+                counts = keyless.merge(spark, path, src, struct)
         if counts is None:  # another writer recorded this part between our read and our commit
             res.skipped_parts += 1
             continue
@@ -1220,7 +1242,7 @@ def rename_mirror(spark: SparkSession, lake: Lake,
             continue
         st = states[src]
         if not st.exists:
-            read_at[src] = None   # no mirror (e.g. a table without primary key): the target ends up empty
+            read_at[src] = None   # no mirror (e.g. a table waiting for its snapshot): the target ends up empty
         elif st.position is not None and st.position >= pos:
             read_at[src] = _version_before(spark, lake.mirror_path(*src), note)
             if read_at[src] is None:
@@ -1266,6 +1288,8 @@ def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
     """The mirror as apply_mirror would leave it (same skipping, guard, schema evolution), nothing written."""
     from pyspark.sql import functions as F
 
+    from . import keyless
+
     path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
     state = table_state(spark, path, app)
     cur = spark.read.format("delta").load(path) if state.exists else None
@@ -1281,13 +1305,20 @@ def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
             continue
         part = ev
         keys = _keys(part)
-        if (position is not None and part.max_pos <= position) or not keys:
+        if position is not None and part.max_pos <= position:
             continue
         df = _read_staged(spark, _file(window_dir, part.file))
+        where = _where(table.name, part.min_pos)
         if cur is None:
-            cur = spark.createDataFrame([], _mirror_struct(df.schema))
-        plan = _plan_schema(table.name, cur.schema, df.schema, _where(table.name, part.min_pos))
+            cur = spark.createDataFrame([], _mirror_struct(df.schema, keyless=not keys))
+        cur = keyless.conform_frame(cur, keyless=not keys)
+        plan = _plan_schema(table.name, cur.schema, df.schema, where)
         cur = _evolve_frame(cur, plan)
+        if not keys:
+            cur = keyless.preview(keyless.number_copies(cur) if plan.drops else cur, df, part, position, table.name,
+                                  where)
+            position = part.max_pos
+            continue
         struct = cur.schema
         src = _project(_latest(df, keys), struct)
         t, s = cur.alias("t"), src.alias("s")
@@ -1303,12 +1334,13 @@ def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
                                     for f in struct.fields])
         position = part.max_pos
     if cur is None:
-        raise LakeError(f"{table.name}: no mirror at {path} and no change with a primary key to preview")
+        raise LakeError(f"{table.name}: no mirror at {path} and no change to preview")
     return cur
 
 
 def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
-                   source: pa.Table | str | Path, position_key: int, *, snapshot_ts: dt.datetime | None = None) -> int:
+                   source: pa.Table | str | Path, position_key: int, *, snapshot_ts: dt.datetime | None = None,
+                   keyless: bool = False) -> int:
     """(Re)create mirror/<schema>/<table> from a consistent snapshot; returns the Delta version of the commit.
 
     ``position_key``: the order key of the snapshot position as SHOW MASTER STATUS gives it (where the next event
@@ -1316,9 +1348,12 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
     columns of a staged part are ignored) get _canal_pos = position_key - 1, _canal_row 0, _canal_ts
     ``snapshot_ts``, and the same commit records txn version position_key - 1, so parts ending before the
     position are skipped and later changes win. A snapshot not ahead of the mirror's position is skipped (the
-    current Delta version is returned)."""
+    current Delta version is returned). ``keyless``: a table without a primary key, whose mirror numbers the
+    copies of each row in _canal_dup (pipelines.keyless)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
+
+    from .keyless import number_copies
 
     path, app = lake.mirror_path(schema, table), mirror_app_id(schema, table)
     version = position_key - 1
@@ -1331,9 +1366,11 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
         df = spark.createDataFrame(source, schema=_spark_schema(source.schema))
     else:
         df = spark.read.parquet(str(source))
-    df = df.select([F.col(_q(c)) for c in df.columns if c not in META_COLUMNS])
+    df = df.select([F.col(_q(c)) for c in df.columns if c not in META_COLUMNS and c != COL_DUP])
     ts = F.lit(snapshot_ts).cast("timestamp") if snapshot_ts is not None else F.lit(None).cast("timestamp")
     df = df.select("*", F.lit(version).cast("bigint").alias(COL_POS), F.lit(0).alias(COL_ROW), ts.alias(COL_TS))
+    if keyless:
+        df = number_copies(df)
     w = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
     if not state.exists:  # writer options delta.* become table properties of a new table
         w = w.options(**lake.mirror_properties())
@@ -1362,8 +1399,11 @@ def remerge_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
     A key is written only by the window holding its last change <= P according to canal/changelog (so replace
     the changelog range first): missing rows are inserted, damaged ones overwritten, rows whose last change is
     a delete (or precedes a TRUNCATE / DROP of the table) deleted, correct rows left alone. Windows may be
-    re-merged in any order; keys the window did not change are never touched."""
+    re-merged in any order; keys the window did not change are never touched. A table without a primary key is
+    refused (KeylessRemergeError): pipelines.keyless.refuse_remerge says why and what to do."""
     from pyspark.sql import functions as F
+
+    from .keyless import refuse_remerge
 
     path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
     state = table_state(spark, path, app)
@@ -1372,6 +1412,8 @@ def remerge_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
         res.reason = "no mirror to repair" if not state.exists else res.reason
         return res
     top = state.position
+    if any(not _keys(p) for p in table.parts if p.min_pos <= top):
+        raise refuse_remerge(table.name)
     parts = [p for p in table.parts if p.min_pos <= top and _keys(p)]
     if not parts:
         return res

@@ -82,8 +82,8 @@ def _stop(proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
 
 
 def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[str, int, int | None, bool]]:
-    """(table, source rows, mirror rows, fingerprints equal) for each table; a table without a primary key
-    has no mirror (changelog only, docs/lake.md): mirror rows None, counted as equal."""
+    """(table, source rows, mirror rows, fingerprints equal) for each table (mirror rows None: no mirror yet). The
+    fingerprints count every row, so the mirror of a table without a primary key is compared as a multiset."""
     from .lake import Lake
     from .reconcile import dataframe_fingerprint, source_fingerprint
     from .snapshot import table_columns
@@ -97,9 +97,6 @@ def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[st
             with conn.cursor() as cur:
                 columns = table_columns(cur, schema, table)
             src = source_fingerprint(cfg.conn_kwargs(), schema, table, columns)
-            if not any(c.is_key for c in columns):
-                out.append((name, src.count, None, True))
-                continue
             try:
                 df = spark.read.format("delta").load(lake.mirror_path(schema, table))
             except Exception:
@@ -116,7 +113,7 @@ def _print_table(rows: list[tuple[str, int, int | None, bool]]) -> None:
     w = max([len(r[0]) for r in rows] + [5])
     print(f"{'table':<{w}}  {'MySQL rows':>10}  {'Delta rows':>10}  fingerprints", flush=True)
     for name, s, m, same in rows:
-        verdict = "changelog only (no primary key)" if m is None and same else "equal" if same else "DIFFERENT"
+        verdict = "equal" if same else "no mirror yet" if m is None else "DIFFERENT"
         print(f"{name:<{w}}  {s:>10}  {'-' if m is None else m:>10}  {verdict}", flush=True)
 
 

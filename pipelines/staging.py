@@ -339,10 +339,16 @@ class _Stager:
             ids = part.name_ids
             updated = [list(compress(ids, changed[k:k + n_cols])) for k in range(0, n * n_cols, n_cols)]
             # a row moved when a key column changed (the images are row-major: column j of every row is a
-            # slice with step n_cols)
+            # slice with step n_cols); without a key every row does: the mirror of such a table is a multiset
+            # of images, which drops one copy of the before image and adds one of the after image
             keys = [changed[j::n_cols] for j in part.key_idx]
             moved = list(map(any, zip(*keys, strict=True))) if keys else []
-            if not any(moved):
+            if not keys:
+                part.extend(OP_DELETE, pos, ts, range(before, before + n), range(n))
+                part.extend(OP_INSERT, pos, ts, range(after, after + n), range(n), 1)
+                part.deletes += n
+                part.inserts += n
+            elif not any(moved):
                 part.extend(OP_UPDATE, pos, ts, range(after, after + n), range(n))
                 part.updates += n
             else:
@@ -709,10 +715,10 @@ def stage_window(entries: Iterable[bytes], *, root: Path | str, destination: str
 
     ``timezone``: the zone the entries' TIMESTAMP text is in (the Canal converter's zone; recorded in the
     manifest). Row changes go to typed per-table parts (a new part when the column layout changes or a DDL on
-    the table intervenes; a primary-key-changing UPDATE becomes DELETE + INSERT), every row change to the
-    changelog, DDL to ``manifest.ddl``. ``manifest.rows`` counts row changes (changelog rows), a part's
-    ``rows`` its staged rows. Errors: RowImageError (not a FULL row image), StagingError (statement-based
-    DML), TypeMappingError naming schema.table.column."""
+    the table intervenes; a primary-key-changing UPDATE, and every UPDATE of a table without a primary key,
+    becomes DELETE + INSERT), every row change to the changelog, DDL to ``manifest.ddl``. ``manifest.rows``
+    counts row changes (changelog rows), a part's ``rows`` its staged rows. Errors: RowImageError (not a FULL
+    row image), StagingError (statement-based DML), TypeMappingError naming schema.table.column."""
     stager = _Stager(destination, window, timezone)
     for raw in entries:
         stager.add(raw)

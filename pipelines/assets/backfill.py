@@ -113,11 +113,17 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
             replaced = L.replace_changelog_range(session, lk, windows, tables=chosen, lo_key=lo_key,
                                                  hi_key=applied, start_ms=_ms(start), end_ms=_ms(end) - 1)
         merged: dict[str, dict[str, int]] = {}
+        refused: dict[str, str] = {}
         for d, m in windows:
             for t in L.mirror_tables(m):
-                if t.name not in chosen or t.name not in snapshotted:
+                if t.name not in chosen or t.name not in snapshotted or t.name in refused:
                     continue  # a table still waiting for its snapshot has no mirror to repair
-                r = L.remerge_mirror(session, lk, d, m, t)
+                try:
+                    r = L.remerge_mirror(session, lk, d, m, t)
+                except L.KeylessRemergeError as e:  # the other tables are still repaired; the summary says why
+                    refused[t.name] = str(e)
+                    context.log.warning(str(e))
+                    continue
                 acc = merged.setdefault(t.name, {"inserted": 0, "updated": 0, "deleted": 0})
                 for k in acc:
                     acc[k] += int(getattr(r, k, 0) or 0)
@@ -137,7 +143,8 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
             context.log_event(AssetMaterialization(asset_key=CHANGELOG, partition=day,
                                                    description="period replaced by a backfill", metadata=span))
     return {**span, "rows": rows, "rows_replaced": int(replaced or 0), "tables": MetadataValue.json(chosen),
-            "mirrors_remerged": MetadataValue.json(merged)}
+            "mirrors_remerged": MetadataValue.json(merged),
+            **({"mirrors_not_remerged": MetadataValue.json(refused)} if refused else {})}
 
 
 def backfill_op_body(context: OpExecutionContext, config: PipelineConfig, tables: Sequence[str],

@@ -192,7 +192,7 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
     try:
         snap = take_snapshot(config.conn_kwargs(), schema, table, out)
         version = L.write_snapshot(spark.session(), lake.lake(), schema, table, snap.path, snap.position_key,
-                                   snapshot_ts=taken)
+                                   snapshot_ts=taken, keyless=not any(c.is_key for c in snap.columns))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     # the sensor reads this: the next window run catches the mirror up from this position
@@ -270,7 +270,7 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
                 df = L.preview_mirror(session, lk, d, m, t)
             replayed = sum(m.rows for _, m in windows)
         mine = dataframe_fingerprint(df, columns, label="mirror")
-    except ReconcileError as e:  # e.g. a source column the mirror has not seen yet
+    except (ReconcileError, L.MirrorDivergedError) as e:  # e.g. a source column the mirror has not seen yet
         return fail(str(e))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -342,10 +342,11 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
         @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
                freshness_policy=freshness,
                description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
-                           "key in binlog order; an older change never overwrites a newer one. Kept by the canal "
-                           "sensor's window runs; materializing it yourself (Materialize in the UI) reloads it from a "
-                           "consistent snapshot of the source, and the stream then catches it up from the snapshot's "
-                           "binlog position.")
+                           "key in binlog order; an older change never overwrites a newer one. A table without a "
+                           "primary key: every row, duplicates included (copies numbered in _canal_dup). Kept by the "
+                           "canal sensor's window runs; materializing it yourself (Materialize in the UI) reloads it "
+                           "from a consistent snapshot of the source, and the stream then catches it up from the "
+                           "snapshot's binlog position.")
         def mirror(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                    canal_window: CanalWindowResource) -> MaterializeResult:
             if canal_window.path or canal_window.catch_up:

@@ -161,6 +161,32 @@ def mirror_rows(spark: Any, path: str, columns: list[Any]) -> dict[tuple[Any, ..
     return {tuple(r[k] for k in keys): r for r in table.to_pylist()}
 
 
+def _nulls_first(row: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    return tuple((v is not None, v) for v in row)
+
+
+def source_multiset(settings: Any, schema: str, table: str, columns: list[Any]) -> list[tuple[Any, ...]]:
+    """Every row of the table by SELECT (staged values, types.from_db), duplicates kept, sorted."""
+    kw = settings.admin_kwargs(init_command="SET time_zone = '+00:00'")
+    conn = pymysql.connect(**kw)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {', '.join(select_expr(c.name, c.mysql_type) for c in columns)} "
+                        f"FROM `{schema}`.`{table}`")
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    convs = [from_db(c.mysql_type, c.name) for c in columns]
+    return sorted((tuple(f(v) for f, v in zip(convs, r, strict=True)) for r in rows), key=_nulls_first)
+
+
+def mirror_multiset(spark: Any, path: str, columns: list[Any]) -> list[tuple[Any, ...]]:
+    """Every row of the Delta mirror read by Spark (``columns`` only), duplicates kept, sorted."""
+    df = spark.read.format("delta").load(path)
+    table = df.select(*[f"`{c.name}`" for c in columns]).toArrow()
+    return sorted((tuple(r[c.name] for c in columns) for r in table.to_pylist()), key=_nulls_first)
+
+
 class RecordedChanges:
     """Single-row autocommit statements on the source, each recorded as the change the binlog holds for it:
     (table, op, image), the image being the row after an INSERT/UPDATE or before a DELETE as the server prints

@@ -314,18 +314,12 @@ def test_schema_evolution_mid_stream(spark: Any, tmp_path: Path) -> None:
     assert L.mirror_version(spark, lake, "shop", "s") == k(400)
 
 
-def test_no_primary_key_truncate_drop_rename(spark: Any, tmp_path: Path) -> None:
+def test_truncate_drop_rename(spark: Any, tmp_path: Path) -> None:
     lake = L.Lake(str(tmp_path / "lake"))
-    nopk = [("a", pa.int32(), False)]
     kv = [("id", pa.int32(), True), ("v", pa.string(), False)]
-    w1 = stage(tmp_path / "s", Win(1, 100, 120, {
-        "shop.log": [Part(nopk, [(I, 100, 0, 0, 1), (I, 100, 1, 0, 1)])],
+    w1 = stage(tmp_path / "s", Win(1, 110, 120, {
         "shop.t": [Part(kv, [(I, 110, 0, 0, 1, "a"), (I, 110, 1, 0, 2, "b")])],
         "shop.old": [Part(kv, [(I, 120, 0, 0, 7, "g")])]}))
-    r = L.apply_mirror(spark, lake, *w1, table_of(w1[1], "shop.log"))
-    assert (r.skipped_parts, r.applied_parts, r.reason) == (1, 0, "no primary key: changelog only, no mirror")
-    assert not (tmp_path / "lake" / "mirror" / "shop" / "log").exists()
-    assert L.apply_changelog(spark, lake, *w1) == 5   # the no-PK rows are in the changelog
     for name in ("shop.t", "shop.old"):
         L.apply_mirror(spark, lake, *w1, table_of(w1[1], name))
 

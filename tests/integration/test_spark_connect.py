@@ -260,6 +260,29 @@ def test_schema_evolution_add_column(cspark: Any, tmp_path: Path) -> None:
     assert L.table_state(cspark, path, L.mirror_app_id("shop", "s")).properties["delta.enableTypeWidening"] == "true"
 
 
+def test_keyless_mirror_on_connect(cspark: Any, tmp_path: Path) -> None:
+    """A table without a primary key (pipelines.keyless): copies numbered, a re-delivery straddling the watermark
+    counts only the changes above it, the preview equals what the MERGE writes."""
+    lake = L.Lake(str(tmp_path / "lake"))
+    name, path = "shop.log", lake.mirror_path("shop", "log")
+    log = [("a", pa.int32(), False), ("note", pa.string(), False)]
+    first = [(I, 100, 0, 0, 1, "x"), (I, 100, 1, 0, 1, "x"), (I, 100, 2, 0, 2, None)]
+    w1 = stage(tmp_path / "s1", Win(1, 100, 100, {name: [Part(log, first)]}))
+    L.apply_mirror(cspark, lake, *w1, table_of(w1[1], name))
+    assert rows(cspark, path, "a", "_canal_dup") == [(1, 1), (1, 2), (2, 1)]
+    w2 = stage(tmp_path / "s2", Win(2, 100, 120, {name: [Part(log, [
+        *first,
+        (D, 110, 0, 0, 1, "x"), (I, 110, 0, 1, 2, None),     # an UPDATE of one copy of (1,x) into (2,NULL)
+        (I, 120, 0, 0, 3, "z"),
+    ])]}))
+    expected = [(1, "x", 1), (2, None, 1), (2, None, 2), (3, "z", 1)]
+    preview = L.preview_mirror(cspark, lake, *w2, table_of(w2[1], name))
+    assert sorted(tuple(r) for r in preview.select("a", "note", "_canal_dup").collect()) == expected
+    r = L.apply_mirror(cspark, lake, *w2, table_of(w2[1], name))
+    assert (r.inserted, r.deleted, r.position) == (2, 1, k(120))
+    assert rows(cspark, path, "a", "note", "_canal_dup") == expected
+
+
 # ---- reconciliation ---------------------------------------------------------------------------------------------
 
 
