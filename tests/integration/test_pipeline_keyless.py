@@ -173,13 +173,13 @@ def _converge(driver: Driver, spark: Any, lake: L.Lake, settings: Any, timeout: 
 
 
 def _check(driver: Driver) -> Any:
-    """The reconcile check of the table, executed on its own as the UI's "Execute" does (the run fails when the
-    blocking check does)."""
+    """The reconcile check of the table, executed on its own as the UI's "Execute" does (a non-blocking check: the
+    run succeeds whether the check passes or fails)."""
     job = driver.defs.resolve_job_def(WINDOW_JOB).get_subset(
         asset_selection=set(), asset_check_selection={reconcile_check_key(NAME)})
     result = job.execute_in_process(instance=driver.instance, raise_on_error=False)
     (evaluation,) = result.get_asset_check_evaluations()
-    assert result.success == evaluation.passed
+    assert result.success
     return evaluation
 
 

@@ -126,7 +126,7 @@ def workspace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         path.write_text(json.dumps(data))
         monkeypatch.setenv(pipeline_location.ENV, str(path))
         origin = InProcessCodeLocationOrigin(
-            LoadableTargetOrigin(module_name=pipeline_location.__name__, attribute="defs",
+            LoadableTargetOrigin(module_name=pipeline_location.__name__, attribute=pipeline_location.attribute(path),
                                  working_directory=str(REPO_ROOT)), location_name=LOCATION)
         ctx = WorkspaceProcessContext(driver.instance, InProcessWorkspaceLoadTarget(origin))
         contexts.append(ctx.__enter__())
@@ -219,6 +219,9 @@ def _running_pipeline(settings: Any, w: RecordedChanges, tmp_path: Path, workspa
                       spark: Any) -> tuple[Driver, Lake, WorkspaceProcessContext]:
     """The pipeline started on the empty tables, a workload applied; the live pipeline idle."""
     data = config_data(tmp_path, settings, destination, f"{SCHEMA}\\\\..*")
+    # the changelog's partitions from yesterday (a configured first day; by default they begin on the
+    # destination's first day, today here), so that a range of two days can be chosen
+    data["changelog"] = {"start_date": _days()[0]}
     driver = Driver(parse_config(data, base_dir=tmp_path), tmp_path / "home", instance_overrides=SYNC_RUNS)
     lake = Lake(driver.config.lake_root)
     driver.tick()  # the live instance starts at the binlog end; both (empty) tables are snapshotted
