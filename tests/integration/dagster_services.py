@@ -33,9 +33,10 @@ def free_port() -> int:
 def instance_home(root: Path) -> Path:
     """A DAGSTER_HOME under ``root`` with the project's dagster.yaml, its storage moved under ``root``."""
     cfg: dict[str, Any] = yaml.safe_load((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
-    cfg["storage"] = {"sqlite": {"base_dir": str(root / "storage")}}
-    cfg["local_artifact_storage"]["config"]["base_dir"] = str(root)
-    cfg["compute_logs"]["config"]["base_dir"] = str(root / "compute_logs")
+    runtime = root / "runtime"  # as .runtime/dagster holds the project's
+    cfg["storage"] = {"sqlite": {"base_dir": str(runtime / "storage")}}
+    cfg["local_artifact_storage"]["config"]["base_dir"] = str(runtime)
+    cfg["compute_logs"]["config"]["base_dir"] = str(runtime / "compute_logs")
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text(yaml.safe_dump(cfg))
