@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                          where=f"source {args.host}:{args.port}")
         if w is not None:
             w.conn.close()
-            print(f"workload: {w.transactions} transactions, {w.rows} rows changed")
+            print(f"done: {w.transactions} transactions, {w.rows} rows changed")
         return 0
     conn = connect(args)
     try:

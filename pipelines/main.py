@@ -267,7 +267,7 @@ def _headless(cfg: PipelineConfig, args: argparse.Namespace, sup: Supervisor, la
     deadline = time.monotonic() + args.seconds + 120
     while not work.done and time.monotonic() < deadline:
         time.sleep(1)
-    _say(("workload finished" if work.done else "workload still running") + "; waiting for the mirrors to catch up")
+    _say(("" if work.done else "workload still running; ") + "waiting for the mirrors to catch up")
     tables = [f"{demo.SCHEMA}.{t}" for t in demo.TABLES]
     with _jvm_output_to(layout.logs / "headless-spark.log"):
         spark = spark_session_builder("canal-pipeline-headless", master="local[1]").getOrCreate()

@@ -84,7 +84,7 @@ def test_the_workload_keeps_its_rate_across_a_restart_of_its_mariadb(mariadb_set
                 proc.kill()
                 proc.wait()
         text = log.read_text()
-        n_end = int(re.search(r"^workload: (\d+) transactions", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
+        n_end = int(re.search(r"^done: (\d+) transactions", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
         rate_after = (n_end - n_back) / (t_end - t_back)
         print(f"outage {float(back.group(1)):.1f} s; {n_end - n_back} transactions in {t_end - t_back:.1f} s after "
               f"it: {rate_after:.1f}/s (rate {RATE:g})")
