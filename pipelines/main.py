@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or DAGSTER_HOME)
     inst = cfg.instance_config()
-    _say(f"source: {inst.master_address} ({inst.conf_file})")
+    _say(f"source: MariaDB at {inst.master_address} ({inst.conf_file})")
     fresh = args.reset or not cfg.state_dir.exists()
     conn = _source_conn(cfg, admin=True)
     try:
