@@ -106,6 +106,20 @@ def reset_state(cfg: PipelineConfig, dagster_home: Path) -> None:
             p.unlink()
 
 
+def _create_dagster_storage(home: Path) -> None:
+    """Create the instance's storage before its processes start: processes creating a fresh SQLite storage at the
+    same moment race on its schema version (alembic: "more than one head"), and the loser fails to start. Relative
+    paths in dagster.yaml resolve against the repository root, where the processes run."""
+    from dagster import DagsterInstance
+
+    cwd = os.getcwd()
+    os.chdir(REPO_ROOT)
+    try:
+        DagsterInstance.from_config(str(home)).dispose()
+    finally:
+        os.chdir(cwd)
+
+
 def _private_mariadb_port() -> None:
     """PRIVATE_MARIADB_PORT for this process and every one it starts: the private MariaDB's port from its my.cnf,
     unless the environment names one (then said when it differs)."""
@@ -200,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.close()
     _say("source: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    _create_dagster_storage(dagster_home)
 
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
     layout = deployment.Layout(cfg.paths.state.parent)
