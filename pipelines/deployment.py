@@ -12,12 +12,12 @@ Why not ``dagster dev``: its code server is a proxy that spawns the real one and
 SIGKILL of the real one every sensor tick fails until someone reloads the code location.
 
 A killed code server is restarted (backoff 1, 2, 4 ... s) and the canal source comes back with it on the next
-tick. The daemon is stopped while the code server is down and started again once it serves: a fresh daemon loads
-the workspace at once, while a running one keeps a code location that failed to load during the outage until its
-next workspace refresh (every 60 s), and could evaluate the sensor in a code server that is still finishing the
-previous evaluation. The webserver stays up: it watches the code server and reloads the location itself. Run
-workers survive their code server and finish their run; one whose worker is gone is failed by run monitoring
-(pipelines/launcher.py).
+tick. The daemon is stopped while the code server is down and started again once it serves, with the workspace
+loaded afresh: kept running, it would evaluate the sensor against the dead or still loading code server, and a
+failed evaluation puts the next one a whole sensor interval later (bench/recovery.py compares both). The
+webserver stays up: it watches the code server and reloads the location itself. Run workers survive their code
+server and finish their run; one whose worker is gone is failed by run monitoring (pipelines/launcher.py), and a
+run the daemon could not hand to the code server goes back into the queue (dagster_home/dagster.yaml).
 """
 
 from __future__ import annotations
