@@ -23,6 +23,7 @@ run the daemon could not hand to the code server goes back into the queue (dagst
 from __future__ import annotations
 
 import hashlib
+import socket
 import sys
 import urllib.request
 from dataclasses import dataclass
@@ -91,13 +92,32 @@ def webserver_serving(port: int) -> bool:
         return False
 
 
+class DeploymentError(RuntimeError):
+    """The main job cannot start its processes here: the message says what is in the way."""
+
+
+def check_free(layout: Layout, ui_port: int) -> None:
+    """Nothing else serves the code server's socket (another main job on the same pipeline config) or the UI port."""
+    sock = layout.socket
+    if sock.exists():
+        with socket.socket(socket.AF_UNIX) as s:
+            if s.connect_ex(str(sock)) == 0:
+                raise DeploymentError(f"{sock} answers: another main job runs with this pipeline configuration "
+                                      f"(paths.state {layout.root / 'state'}); stop it first")
+        sock.unlink()  # left by a code server that was killed
+    with socket.socket() as s:
+        if s.connect_ex(("127.0.0.1", ui_port)) == 0:
+            raise DeploymentError(f"port {ui_port} on 127.0.0.1 (the UI) is taken by another process: "
+                                  "choose another with --port")
+
+
 def build(sup: Supervisor, layout: Layout, env: dict[str, str], ui_port: int, workload: list[str],
           workload_ends: bool) -> None:
     """The pipeline's services on ``sup`` (not started). ``workload_ends``: the workload stops by itself
-    (--seconds); its clean exit is then not restarted."""
+    (--seconds); its clean exit is then not restarted. DeploymentError when check_free fails."""
+    check_free(layout, ui_port)
     write_workspace(layout)
     sock = layout.socket
-    sock.unlink(missing_ok=True)
     ws = str(layout.workspace)
     sup.add(Service(CODE_SERVER, [str(BIN / "dagster"), "api", "grpc", "-m", "pipelines.definitions",
                                   "-d", str(REPO_ROOT), "--socket", str(sock), "--location-name", LOCATION_NAME],

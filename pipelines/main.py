@@ -199,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config()
     from . import demo
 
+    layout = deployment.Layout(cfg.paths.state.parent)
+    try:  # before anything is reset: another main job on this config must not lose its state
+        deployment.check_free(layout, args.port)
+    except deployment.DeploymentError as e:
+        _say(str(e))
+        return 2
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or DAGSTER_HOME)
     inst = cfg.instance_config()
     _say(f"source: MariaDB at {inst.master_address} ({inst.conf_file})")
@@ -217,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
     _create_dagster_storage(dagster_home)
 
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
-    layout = deployment.Layout(cfg.paths.state.parent)
     m = cfg.conn_kwargs()
     workload = [sys.executable, "-m", "pipelines.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
                 "--rate", str(args.rate)] + (["--seconds", str(args.seconds)] if args.headless else [])
