@@ -36,7 +36,7 @@ def free_port() -> int:
 
 
 def start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """`dagster dev` (webserver, daemon, code server) from the repository root, as scripts/run.sh starts it."""
+    """`dagster dev` (webserver, daemon, code server) from the repository root."""
     exe = Path(sys.executable).with_name("dagster")
     cmd = [str(exe), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(free_port())]
     with open(log, "ab") as fh:  # the child keeps its own descriptor

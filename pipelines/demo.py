@@ -8,7 +8,9 @@ The workload is an order shop: new customers, orders with their items in one tra
 changes, balance updates, cancelled orders deleted with their items, page views (a table without a
 primary key: views counted twice, some of them removed again or credited to a customer later, one row of
 several identical ones at a time). Connection: canal_admin on the private MariaDB (scripts/mariadb.sh), or
---host/--port/...
+--host/--port/... When the server goes away (a restart) the workload says so, reconnects with backoff (0.5 s
+doubling to 5 s), says when it writes again and goes on at its rate from there (what the outage missed is not
+made up in a burst); a transaction cut by the outage is not retried.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -65,9 +70,25 @@ _NAMES = ["Zoë", "Ahmed", "Chen", "Olga", "Kwame", "Sofía", "Yuki", "Lars", "P
 _SKUS = [f"SKU{n:05d}" for n in range(200)]
 
 
+RECONNECT_BACKOFF = (0.5, 5.0)  # first wait, longest wait (doubling in between)
+PRIVATE_MARIADB_CNF = Path(__file__).resolve().parents[1] / ".runtime" / "mariadb" / "primary" / "my.cnf"
+
+
+def private_mariadb_port(cnf: Path = PRIVATE_MARIADB_CNF) -> int | None:
+    """The private MariaDB's port as its my.cnf says (scripts/mariadb.sh writes it and keeps it across restarts),
+    None before its first start."""
+    try:
+        m = re.search(r"^port\s*=\s*(\d+)", cnf.read_text(), re.MULTILINE)
+    except FileNotFoundError:
+        return None
+    return int(m.group(1)) if m else None
+
+
 def connect(args: argparse.Namespace | None = None, **kw: Any) -> pymysql.connections.Connection:
     opts: dict[str, Any] = {"host": "127.0.0.1", "port": 3407, "user": "canal_admin", "password": "canal_admin",
-                            "charset": "utf8mb4", "autocommit": True}
+                            "charset": "utf8mb4", "autocommit": True,
+                            # a server that stops answering is an outage too, not a hang
+                            "connect_timeout": 5, "read_timeout": 60, "write_timeout": 60}
     if args is not None:
         opts.update(host=args.host, port=args.port, user=args.user, password=args.password)
     opts.update(kw)
@@ -198,22 +219,78 @@ def counts(conn: pymysql.connections.Connection) -> dict[str, int]:
     return out
 
 
-def run_workload(conn: pymysql.connections.Connection, rate: float, seconds: float | None, seed: int) -> Workload:
-    w = Workload(conn, seed=seed)
-    stop = False
+class _Stop:
+    """Set by SIGTERM / SIGINT: the workload ends after the transaction in progress."""
 
-    def on_signal(*_: Any) -> None:
-        nonlocal stop
-        stop = True
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self.request)
+        signal.signal(signal.SIGINT, self.request)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def request(self, *_: Any) -> None:
+        self.requested = True
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self.requested and time.monotonic() < end:
+            time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+
+
+def _connected(conn: pymysql.connections.Connection) -> bool:
+    try:
+        conn.ping(reconnect=False)
+        return True
+    except Exception:
+        return False
+
+
+def run_workload(connect_fn: Callable[[], pymysql.connections.Connection], rate: float, seconds: float | None,
+                 seed: int, where: str = "the source") -> Workload | None:
+    """``rate`` transactions per second (for ``seconds``, or until SIGTERM/SIGINT) on ``connect_fn()``'s
+    connection; while the source is unreachable, a new connection every 0.5 s, 1 s, 2 s ... 5 s. None when
+    stopped before the first connection."""
+    stop = _Stop()
     t0 = time.monotonic()
-    while not stop and (seconds is None or time.monotonic() - t0 < seconds):
-        w.step()
-        lag = w.transactions / rate - (time.monotonic() - t0)
+    w: Workload | None = None
+    down: float | None = None  # since when the source is unreachable
+    wait = RECONNECT_BACKOFF[0]
+    base_t, base_tx = t0, 0  # the schedule: base_tx + rate * (now - base_t) transactions by now
+    while not stop.requested and (seconds is None or time.monotonic() - t0 < seconds):
+        if w is None or down is not None:
+            try:
+                conn = connect_fn()
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as e:
+                if down is None:
+                    down = time.monotonic()
+                    print(f"{where} unreachable ({type(e).__name__}: {e}); reconnecting with backoff", flush=True)
+                stop.sleep(wait)
+                wait = min(RECONNECT_BACKOFF[1], wait * 2)
+                continue
+            if w is None:
+                w = Workload(conn, seed=seed)
+            else:
+                w.conn = conn
+            base_t, base_tx, wait = time.monotonic(), w.transactions, RECONNECT_BACKOFF[0]
+            if down is not None:  # the rate goes on from now: what the outage missed is not made up
+                print(f"{where} back after {base_t - down:.1f} s: writing again at {rate:g} transactions/s "
+                      f"({w.transactions} so far)", flush=True)
+                down = None
+        try:
+            w.step()
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as e:
+            if _connected(w.conn):  # the statement failed (a deadlock, a lock wait), not the connection
+                print(f"transaction failed ({e}); going on", flush=True)
+                continue
+            down = time.monotonic()
+            print(f"{where} unreachable ({type(e).__name__}: {e}); reconnecting with backoff", flush=True)
+            try:
+                w.conn.close()
+            except Exception:  # already broken
+                pass
+            continue
+        lag = (w.transactions - base_tx) / rate - (time.monotonic() - base_t)
         if lag > 0:
-            time.sleep(lag)
+            stop.sleep(lag)
     return w
 
 
@@ -230,14 +307,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--seed", type=int, default=int(time.time()))
     args = ap.parse_args(argv)
+    if args.command == "workload":
+        w = run_workload(lambda: connect(args), args.rate, args.seconds, args.seed,
+                         where=f"source {args.host}:{args.port}")
+        if w is not None:
+            w.conn.close()
+            print(f"done: {w.transactions} transactions, {w.rows} rows changed")
+        return 0
     conn = connect(args)
     try:
         if args.command == "create":
             create(conn, args.customers)
             print(f"created {SCHEMA}: " + ", ".join(f"{k}={v}" for k, v in counts(conn).items()))
-        elif args.command == "workload":
-            w = run_workload(conn, args.rate, args.seconds, args.seed)
-            print(f"workload: {w.transactions} transactions, {w.rows} rows changed")
         else:
             for k, v in counts(conn).items():
                 print(f"{k}\t{v}")

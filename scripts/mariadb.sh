@@ -13,13 +13,15 @@
 #   secondary  3408  2          1
 #
 # Overrides (read by `start`; written into the instance's my.cnf): MARIADB_PORT, MARIADB_SERVER_ID,
-# MARIADB_GTID_DOMAIN_ID.  Any other NAME needs MARIADB_PORT and MARIADB_SERVER_ID.
+# MARIADB_GTID_DOMAIN_ID.  Any other NAME needs MARIADB_PORT and MARIADB_SERVER_ID at its first start; later
+# starts (and `restart`) keep the values of its my.cnf unless overridden again.
 # MARIADB_LOG_BIN=0 creates an instance with the binary log OFF (e.g. `nobinlog` on 3409, server_id 9, to
 # test that error): read when the instance's my.cnf is first created, then kept (a marker line in my.cnf).
-# If the default port is taken by something else (e.g. another checkout's instance on the same machine),
-# start fails with a clear message; with CI=true (or MARIADB_PORT_AUTO=1) it picks the next free port
-# (default + 10, + 20, ...) instead.  The port in use is always the one in my.cnf: `scripts/mariadb.sh
-# port [NAME]` prints it, and tests/conftest.py reads it from there.
+# If the default port is taken by something else (e.g. another checkout's instance on the same machine), the
+# first start fails with a clear message; with CI=true (or MARIADB_PORT_AUTO=1) it picks the next free port
+# (default + 10, + 20, ...) instead.  Once chosen, the port is the instance's: a later start or `restart` finds
+# it taken is an error, never a move.  The port in use is always the one in my.cnf: `scripts/mariadb.sh
+# port [NAME]` prints it, and tests/conftest.py and the main job (pipelines/main.py) read it from there.
 #
 # `start` also (idempotently, and with sql_log_bin=0 so the binlog stays clean) ensures:
 #   canal@127.0.0.1, canal@localhost        password canal        SELECT, REPLICATION SLAVE, REPLICATION CLIENT
@@ -65,9 +67,17 @@ defaults_for_name() {
         secondary) DEF_PORT=3408; DEF_SID=2; DEF_DOMAIN=1 ;;
         *)         DEF_PORT="";   DEF_SID="";  DEF_DOMAIN=0 ;;
     esac
-    PORT="${MARIADB_PORT:-$DEF_PORT}"
-    SERVER_ID="${MARIADB_SERVER_ID:-$DEF_SID}"
-    GTID_DOMAIN="${MARIADB_GTID_DOMAIN_ID:-$DEF_DOMAIN}"
+    # An existing instance keeps its port, server_id and gtid_domain_id (its my.cnf) unless overridden explicitly:
+    # whatever was configured with its address finds it again after a stop + start or a restart.
+    KEPT_PORT=0
+    local cnf_port cnf_sid cnf_domain
+    cnf_port="$(configured_port)"
+    cnf_sid="$(cnf_value server_id)"
+    cnf_domain="$(cnf_value gtid_domain_id)"
+    [[ -n "$cnf_port" && -z "${MARIADB_PORT:-}" ]] && KEPT_PORT=1
+    PORT="${MARIADB_PORT:-${cnf_port:-$DEF_PORT}}"
+    SERVER_ID="${MARIADB_SERVER_ID:-${cnf_sid:-$DEF_SID}}"
+    GTID_DOMAIN="${MARIADB_GTID_DOMAIN_ID:-${cnf_domain:-$DEF_DOMAIN}}"
     # The binlog switch belongs to the instance: read when its my.cnf is first written, kept afterwards.
     if [[ -f "$CNF" ]]; then
         if grep -q '^# canal: log_bin=0$' "$CNF"; then LOG_BIN=0; else LOG_BIN=1; fi
@@ -85,12 +95,15 @@ defaults_for_name() {
 }
 
 
-# Port of an existing instance, from its my.cnf (stop/status must not depend on the environment).
-configured_port() {
+# A [mysqld] setting of an existing instance's my.cnf (the first assignment of the key), or nothing.
+cnf_value() {
     if [[ -f "$CNF" ]]; then
-        sed -n 's/^port[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' "$CNF" | head -n1
+        sed -n "s/^$1[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p" "$CNF" | head -n1
     fi
 }
+
+# Port of an existing instance, from its my.cnf (stop/status must not depend on the environment).
+configured_port() { cnf_value port; }
 
 # The log-bin lines of my.cnf; with LOG_BIN=0 a marker instead, and the server runs with log_bin=OFF.
 log_bin_lines() {
@@ -274,7 +287,7 @@ do_start() {
         log "server process $pid exists but does not answer yet; waiting"
     else
         defaults_for_name
-        choose_port MARIADB "$CNF" "instance"
+        choose_port MARIADB "$CNF" "instance" "$KEPT_PORT"
         # Stale state from a crash or another machine must not block the start.
         rm -f "$PIDFILE" "$SOCKET" "$SOCKET.lock"
         write_cnf

@@ -18,8 +18,9 @@
 # stat, mntr, cons, wchs are allowed; forceSync=no (a test server: losing the last second on a power cut
 # is not worth the fsyncs on a shared machine).
 #
-# ZOOKEEPER_PORT overrides the port at start.  If the default port is taken by another process, start fails
-# with a clear message; with CI=true (or ZOOKEEPER_PORT_AUTO=1) it picks the next free port (+10, +20, ...).
+# ZOOKEEPER_PORT overrides the port at start.  If the default port is taken by another process, the first start
+# fails with a clear message; with CI=true (or ZOOKEEPER_PORT_AUTO=1) it picks the next free port (+10, +20, ...).
+# Later starts keep the instance's port (zoo.cfg): finding it taken then is an error, never a move.
 # The port in use is always the one in the instance's zoo.cfg: `port` prints it and tests/conftest.py
 # reads it from there.
 set -euo pipefail
@@ -58,7 +59,12 @@ defaults_for_name() {
         main) DEF_PORT=2281 ;;
         *)    DEF_PORT="" ;;
     esac
-    PORT="${ZOOKEEPER_PORT:-$DEF_PORT}"
+    # an existing instance keeps its port (zoo.cfg) unless ZOOKEEPER_PORT moves it explicitly
+    local cfg_port
+    cfg_port="$(configured_port)"
+    KEPT_PORT=0
+    [[ -n "$cfg_port" && -z "${ZOOKEEPER_PORT:-}" ]] && KEPT_PORT=1
+    PORT="${ZOOKEEPER_PORT:-${cfg_port:-$DEF_PORT}}"
     if [[ -z "$PORT" ]]; then
         log "instance '$NAME' has no default port: set ZOOKEEPER_PORT"
         exit 2
@@ -162,7 +168,7 @@ do_start() {
         [[ -f "$ZK_JAR" ]] || { log "$ZK_JAR not found: run scripts/setup.sh (installs Debian's zookeeper)"; exit 1; }
         command -v java >/dev/null || { log "java not found: run scripts/setup.sh"; exit 1; }
         defaults_for_name
-        choose_port ZOOKEEPER "$CFG" "ZooKeeper"
+        choose_port ZOOKEEPER "$CFG" "ZooKeeper" "$KEPT_PORT"
         rm -f "$PIDFILE"
         write_cfg
         log "starting on 127.0.0.1:$PORT (data $DATADIR)"

@@ -7,7 +7,9 @@ Layout and precedence, as in the Java server (canal-compat §5):
 * A value is looked up, first match wins, in: JVM-style ``-D`` overrides (``overrides=``), the environment
   (``env=``, default ``os.environ``, exact key names such as ``canal.instance.master.address`` as Canal's
   docker image passes them), ``instance.properties`` (instance keys only), ``canal.properties``, then
-  Canal's default. So instance values override canal.properties values, and ``-D`` overrides both.
+  Canal's default. So instance values override canal.properties values, and ``-D`` overrides both. A ``-D`` or
+  environment value of a key that a file also sets is logged as a warning (key, both values, both sources), once
+  per process: the file's line is then not what runs.
   Server keys (port, destinations, auto scan, global mode...) are read from canal.properties only, as
   Canal's controller does; the ``canal.instance.*`` keys, ``canal.file.data.dir``, ``canal.file.flush.period``,
   ``canal.zookeeper.flush.period``, ``canal.zookeeper.session.timeout`` (ours, docs/zookeeper.md) and
@@ -46,6 +48,7 @@ import codecs
 import difflib
 import enum
 import hashlib
+import logging
 import os
 import re
 import ssl as _ssl
@@ -786,6 +789,26 @@ def _resolve_dir(base: Path, value: str) -> Path:
     return Path(os.path.normpath(p if p.is_absolute() else base / p))
 
 
+log = logging.getLogger(__name__)
+_overrides_logged: set[tuple[str, str, str, str]] = set()
+
+
+def _log_overrides(layers: Sequence[Mapping[str, Prop]], pf: PropertiesFile) -> None:
+    """Warn (once per process) about each key of ``pf`` that a -D or environment value overrides: the file's
+    line is not what the process uses, and nothing else would say so."""
+    for key, prop in pf.props.items():
+        for layer in layers:
+            over = layer.get(key)
+            if over is None:
+                continue
+            seen = (prop.where, key, over.source, over.value)
+            if seen not in _overrides_logged:
+                _overrides_logged.add(seen)
+                log.warning("%s: %r (%s) is used instead of %r (%s)", key, over.value, over.source, prop.value,
+                            prop.where)
+            break
+
+
 def _duplicate_warnings(pf: PropertiesFile) -> list[str]:
     return [f"{pf.path}:{later}: {key} is assigned again (line {first}); the later value wins"
             for key, first, later in pf.duplicates]
@@ -851,6 +874,7 @@ class CanalConfig:
                 values[key.attr] = _value(resolver, key)
         values["file_data_dir"] = _resolve_dir(base, values["file_data_dir"])
 
+        _log_overrides(layers, props)
         warnings = _duplicate_warnings(props)
         for name, prop in props.props.items():
             kind = _classify(name)
@@ -1052,6 +1076,7 @@ class InstanceConfig:
         warnings: list[str] = []
         ignored: list[str] = []
         if props is not None:
+            _log_overrides(canal._layers, props)
             warnings += _duplicate_warnings(props)
             for name, prop in props.props.items():
                 kind = _classify(name)

@@ -4,12 +4,20 @@
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# choose_port PREFIX CONFIG WHAT: keep $PORT when it is free. Otherwise, unless ${PREFIX}_PORT pins it, take
-# $PORT + 10k (k = 1..30) under CI=true or ${PREFIX}_PORT_AUTO=1; else exit 1 saying how to get out of the way.
+# choose_port PREFIX CONFIG WHAT [KEPT]: keep $PORT when it is free. KEPT=1 means $PORT is the instance's own (from
+# CONFIG, written by an earlier start): every process configured with it expects it there, so a busy port is an
+# error, never a reason to move. Otherwise (a first start), unless ${PREFIX}_PORT pins it, take $PORT + 10k
+# (k = 1..30) under CI=true or ${PREFIX}_PORT_AUTO=1; else exit 1 saying how to get out of the way.
 choose_port() {
-    local prefix="$1" config="$2" what="$3"
+    local prefix="$1" config="$2" what="$3" kept="${4:-0}"
     local pinned="${prefix}_PORT" auto="${prefix}_PORT_AUTO"
     port_busy "$PORT" || return 0
+    if [[ "$kept" == "1" && -z "${!pinned:-}" ]]; then
+        log "port $PORT of this $what (from $config) is taken by another process: it keeps its port across restarts,"
+        log "so everything configured with 127.0.0.1:$PORT finds it again. Stop that process, or move the $what"
+        log "explicitly with $pinned=<free port> (and update what points at the old port)"
+        exit 1
+    fi
     if [[ -z "${!pinned:-}" && ( "${CI:-}" == "true" || "${!auto:-}" == "1" ) ]]; then
         local k cand
         for k in $(seq 1 30); do

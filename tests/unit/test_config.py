@@ -3,6 +3,7 @@ placeholders, precedence, the .properties format, the shipped conf/ and the auto
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -301,6 +302,29 @@ def test_overrides_beat_env_beat_files(tmp_path: Path) -> None:
         CanalConfig.load(conf, env=env, overrides={"canal.port": "x"})
     with pytest.raises(ConfigError, match=r"^environment: canal\.port"):
         CanalConfig.load(conf, env={"canal.port": "0"})
+
+
+def test_a_value_overriding_a_file_line_is_logged_with_both_sources(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    conf = _conf(tmp_path / "logged", canal={"canal.port": "1111", "canal.instance.transaction.size": "2"},
+                 instances={"example": "# the source\ncanal.instance.master.address = 127.0.0.1:3407\n"})
+    inst_file = conf / "example" / "instance.properties"
+    with caplog.at_level(logging.WARNING, logger="canal_core.instance.config"):
+        canal = CanalConfig.load(conf, env={"canal.instance.master.address": "127.0.0.1:3427", "unrelated": "x"},
+                                 overrides={"canal.port": "2222"})
+        inst = canal.instance("example")
+        canal.instance("example")  # loaded again: said once
+    assert inst.master_address == HostPort("127.0.0.1", 3427) and canal.port == 2222
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"canal.instance.master.address: '127.0.0.1:3427' (environment) is used instead of '127.0.0.1:3407' "
+        f"({inst_file}:2)",
+        f"canal.port: '2222' (-D) is used instead of '1111' ({conf / 'canal.properties'}:1)",
+    ]
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="canal_core.instance.config"):
+        CanalConfig.load(conf, env={}).instance("example")  # nothing overridden: nothing said
+    assert caplog.records == []
 
 
 def test_server_keys_are_read_from_canal_properties_only(tmp_path: Path) -> None:
