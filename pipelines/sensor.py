@@ -41,6 +41,7 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 from . import sensor_state as S
 from .assets.keys import CHANGELOG, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
 from .config import PipelineConfig
+from .launcher import max_runtime_tags
 from .registry import registry_for, snapshot_data_dir, window_dir
 from .source import CanalSource, FetchedWindow, SourceUnavailable
 from .window import WindowManifest
@@ -54,7 +55,6 @@ TAG_KIND = "canal/kind"
 TAG_WINDOW = "canal/window"
 TAG_ATTEMPT = "canal/attempt"
 TAG_SNAPSHOT = "canal/snapshot"
-MAX_RUNTIME_TAG = "dagster/max_runtime"  # Dagster's run monitoring cancels a run older than this (seconds)
 _MAX_TAG = 2000
 
 StageFn = Callable[..., WindowManifest]
@@ -401,7 +401,7 @@ class _Evaluation:
         cfg = self.config
         window, attempt = a.run_key.rsplit(":", 2)[-2:]
         tags = {TAG_DESTINATION: cfg.destination, TAG_KIND: "snapshot" if a.kind == "snapshot" else "window",
-                MAX_RUNTIME_TAG: str(cfg.sensor.max_run_seconds),
+                **max_runtime_tags(cfg.sensor.max_run_seconds),
                 **{k: v[:_MAX_TAG] for k, v in a.tags.items()}}
         if a.kind == "snapshot":
             tags[TAG_ATTEMPT] = attempt

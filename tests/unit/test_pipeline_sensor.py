@@ -680,3 +680,12 @@ def test_a_failing_window_fails_the_ticks_while_it_backs_off(tmp_path: Path, ins
     assert "MirrorSchemaError" in failed_text(h.tick())  # nothing to persist while it waits: the tick fails
     checks = _lag_checks(instance)
     assert all(not p and "being retried" in d for p, _, d in checks.values())
+
+
+def test_window_and_snapshot_runs_are_bounded_in_time(tmp_path: Path, instance: DagsterInstance) -> None:
+    """Run monitoring terminates (and fails) a run past its dagster/max_runtime: the sensor then retries it."""
+    h = Harness(tmp_path, instance, snapshotted=False, max_run_seconds=1234)
+    h.source.entries = [entry("shop.orders", 1, 100)]
+    result = h.tick()
+    for job in ("canal_snapshot", "canal_window"):
+        assert one_request(result, job).tags["dagster/max_runtime"] == "1234"
