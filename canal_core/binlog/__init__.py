@@ -1,11 +1,13 @@
 """Sans-IO binlog decoding: bytes in, events out."""
 
+from .constants import DEFAULT_MAX_EVENT_SIZE
 from .decoder import BinlogDecoder
 from .errors import (
     BadMagicError,
     BinlogError,
     ChecksumError,
     EncryptedBinlogError,
+    EventTooLargeError,
     MalformedEventError,
     TableMapMissingError,
     TruncatedEventError,
@@ -18,12 +20,14 @@ from .tablemap import ColumnHint
 
 __all__ = [
     "ABSENT",
+    "DEFAULT_MAX_EVENT_SIZE",
     "BadMagicError",
     "BinlogDecoder",
     "BinlogError",
     "ChecksumError",
     "ColumnHint",
     "EncryptedBinlogError",
+    "EventTooLargeError",
     "FileFramer",
     "LocalBinlogReader",
     "MalformedEventError",

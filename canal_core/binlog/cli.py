@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from . import events as E
-from .constants import EventType
+from .constants import DEFAULT_MAX_EVENT_SIZE, EventType
 from .decoder import BinlogDecoder
 from .errors import BinlogError
 from .events import _jsonable
@@ -106,6 +106,20 @@ def _nonneg_int(text: str) -> int:
     return v
 
 
+_SIZE_RE = re.compile(r"(\d+)\s*([kmg]?)i?b?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _size(text: str) -> int:
+    m = _SIZE_RE.fullmatch(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or with K, M or G: 64M, 1G)")
+    v = int(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if not 1024 <= v < 1 << 32:
+        raise argparse.ArgumentTypeError(f"{text} is outside 1K..4G (an event length is 32 bits)")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--skip-unknown-events", action="store_true",
                      help="print events of unknown types with their raw body (base64) instead of failing")
     dec.add_argument("--no-verify-checksum", action="store_true", help="do not verify CRC32 checksums")
+    dec.add_argument("--max-event-size", type=_size, default=DEFAULT_MAX_EVENT_SIZE, metavar="SIZE",
+                     help="the largest event, or compressed event once inflated, to accept (default 64M, MySQL 8's "
+                          "max_allowed_packet); a larger one is an error naming its file:position, before any "
+                          "memory is taken for it")
     dec.add_argument("--schema-hints", action="store_true",
                      help="fetch column facts (names, signedness, charsets, ENUM/SET values, MariaDB "
                           "UUID/INET6/INET4) from the server's information_schema (the tables as they "
@@ -493,7 +511,7 @@ def _decoder(opts: Options, hints: SchemaHints | None, checksum: bool | None = N
     ns = opts.ns
     return BinlogDecoder(checksum=checksum, verify_checksum=not ns.no_verify_checksum,
                          skip_unknown_events=ns.skip_unknown_events, table_filter=opts.table_filter,
-                         schema_hints=hints)
+                         schema_hints=hints, max_event_size=ns.max_event_size)
 
 
 def _local_events(opts: Options, decoder: BinlogDecoder) -> Iterator[E.Event]:
@@ -532,7 +550,7 @@ def _run_live(opts: Options, writer: _Writer) -> None:
     ns = opts.ns
     assert opts.host is not None
     conn = ReplicationConnection(opts.host, opts.port, opts.user, opts.password, server_id=ns.server_id,
-                                 destination=f"{PROG}/{os.getpid()}")
+                                 destination=f"{PROG}/{os.getpid()}", max_event_size=ns.max_event_size)
     hints: SchemaHints | None = None
     stream: Iterator[bytes] | None = None
     try:

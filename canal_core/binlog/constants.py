@@ -6,6 +6,12 @@ from enum import IntEnum
 
 BINLOG_MAGIC = b"\xfebin"
 
+# The largest event (or inflated compressed event) decoded unless configured otherwise: MySQL 8's default
+# max_allowed_packet. Events are bounded by the source's max_allowed_packet, so a larger length is a corrupt or
+# crafted file; a source that really writes larger events needs the limit raised (BinlogDecoder max_event_size,
+# canal-binlog --max-event-size, canal.instance.parser.maxEventSize).
+DEFAULT_MAX_EVENT_SIZE = 64 << 20
+
 
 class EventType(IntEnum):
     UNKNOWN = 0

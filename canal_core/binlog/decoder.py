@@ -20,6 +20,7 @@ from . import events as E
 from .constants import (
     CHECKSUM_CRC32,
     CHECKSUM_UNDEF,
+    DEFAULT_MAX_EVENT_SIZE,
     EVENT_NAMES,
     LOG_EVENT_ARTIFICIAL_F,
     LOG_EVENT_BINLOG_IN_USE_F,
@@ -30,11 +31,13 @@ from .errors import (
     BinlogError,
     ChecksumError,
     EncryptedBinlogError,
+    EventTooLargeError,
     MalformedEventError,
     TableMapMissingError,
     TruncatedEventError,
     UnknownEventError,
 )
+from .inflate import inflate_mariadb, inflate_payload
 from .packed import read_packed
 from .rows import build_row_decoder
 from .tablemap import ColumnHint, TableDef, apply_hints, parse_table_map_body
@@ -73,12 +76,18 @@ class BinlogDecoder:
       ENUM/SET values, MariaDB UUID/INET types), e.g. from the schema history.
     - ``skip_unknown_events``: an unknown event type becomes an UnknownEvent (counted in
       ``skipped_unknown`` and logged) instead of an UnknownEventError.
+    - ``max_event_size``: the largest event, and the largest a compressed event (TRANSACTION_PAYLOAD, MariaDB's
+      compressed QUERY and rows events) may inflate to; beyond it EventTooLargeError, before the memory is taken.
     """
 
     def __init__(self, *, file: str | None = None, checksum: bool | None = None, verify_checksum: bool = True,
                  skip_unknown_events: bool = False, decode_rows: bool = True,
-                 table_filter: TableFilter | None = None, schema_hints: SchemaHints | None = None) -> None:
+                 table_filter: TableFilter | None = None, schema_hints: SchemaHints | None = None,
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        if max_event_size < 19:
+            raise ValueError(f"max_event_size must be at least an event header (19 bytes), got {max_event_size}")
         self.file = file
+        self.max_event_size = max_event_size
         self.checksum = checksum
         self.verify_checksum = verify_checksum
         self.skip_unknown_events = skip_unknown_events
@@ -120,6 +129,9 @@ class BinlogDecoder:
         if position is None and not inner and lpos >= elen and not flags & LOG_EVENT_ARTIFICIAL_F \
                 and tc != EventType.HEARTBEAT:
             position = lpos - elen
+        if n > self.max_event_size:
+            raise EventTooLargeError(f"{EVENT_NAMES.get(tc, tc)} event of {n} bytes is larger than the maximum event "
+                                     f"size of {self.max_event_size} bytes", file=self.file, position=position)
         if elen != n:
             cls = TruncatedEventError if elen > n else MalformedEventError
             raise cls(f"{EVENT_NAMES.get(tc, tc)} event header says {elen} bytes, got {n}",
@@ -264,7 +276,7 @@ class BinlogDecoder:
         data = raw[q:end]
         compressed = tc == EventType.QUERY_COMPRESSED
         if compressed:
-            data = _maria_uncompress(data)
+            data = inflate_mariadb(data, self.max_event_size)
         # statements are logged in the client's charset; utf8 covers the overwhelming majority and
         # undecodable bytes are kept visible rather than dropped
         query = data.decode("utf8", "surrogateescape")
@@ -368,7 +380,7 @@ class BinlogDecoder:
             raise ValueError("rows event header runs past the event")
         buf = raw
         if compressed:
-            buf = _maria_uncompress(raw[p:end])
+            buf = inflate_mariadb(memoryview(raw)[p:end], self.max_event_size)
             p, end = 0, len(buf)
         tdef = self.tables.get(tid)
         if tdef is None:
@@ -478,11 +490,12 @@ class BinlogDecoder:
         size = fields.get(1, end - p)
         ctype = fields.get(2, 0)
         usize = fields.get(3, 0)
-        data = raw[p:end]
+        data = memoryview(raw)[p:end]
         if len(data) != size:
             raise ValueError(f"payload is {len(data)} bytes, its header says {size}")
+        inner: bytes | bytearray | memoryview
         if ctype == 0:
-            inner = _zstd_bounded(data, usize)
+            inner = inflate_payload(data, usize, self.max_event_size)
         elif ctype == 255:
             inner = data
         else:
@@ -497,7 +510,7 @@ class BinlogDecoder:
             elen = _U32(inner, q + 9)[0]
             if elen < 19 or q + elen > len(inner):
                 raise ValueError(f"inner event length {elen} out of range")
-            evs.append(self._decode(inner[q:q + elen], c["position"], inner=True))
+            evs.append(self._decode(bytes(inner[q:q + elen]), c["position"], inner=True))
             q += elen
         return E.TransactionPayloadEvent(compression_type=ctype, payload_size=size, uncompressed_size=usize,
                                          events=evs, **c)
@@ -588,43 +601,6 @@ def _query_status(raw: bytes, p: int, end: int) -> dict[str, Any]:
     if "hrnow" in out:
         out["microseconds"] = out["hrnow"]
     return out
-
-
-def _maria_uncompress(data: bytes) -> bytes:
-    """MariaDB compressed event data: one header byte (0x80 | width of the length), the uncompressed
-    length big-endian in that many bytes, then a zlib stream."""
-    if not data:
-        raise ValueError("empty compressed data")
-    head = data[0]
-    width = head & 0x07
-    if not head & 0x80 or not 1 <= width <= 4:
-        raise ValueError(f"bad compression header byte 0x{head:02x}")
-    ulen = int.from_bytes(data[1:1 + width], "big")
-    d = zlib.decompressobj()
-    out = d.decompress(data[1 + width:], ulen + 1)
-    if len(out) != ulen or not d.eof:
-        raise ValueError(f"compressed data inflates to {len(out)} bytes, header says {ulen}")
-    return out
-
-
-_ZSTD_CHUNK = 1 << 20
-
-
-def _zstd_bounded(data: bytes, usize: int) -> bytes:
-    """Inflate a payload whose header promises usize bytes, in chunks: MySQL's frames carry no
-    content size, so a corrupt size field must not decide how much memory is allocated."""
-    reader = zstandard.ZstdDecompressor().stream_reader(data)
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        chunk = reader.read(_ZSTD_CHUNK)
-        if not chunk:
-            break
-        total += len(chunk)
-        if total > usize:
-            raise ValueError(f"payload inflates past the {usize} bytes its header promises")
-        parts.append(chunk)
-    return b"".join(parts)
 
 
 def _tlv(raw: bytes, p: int, end: int) -> dict[int, bytes]:

@@ -72,6 +72,14 @@ class MalformedEventError(BinlogError):
     hint = "a field of the event is out of range for its format; the binlog is corrupt or of an unsupported version"
 
 
+class EventTooLargeError(BinlogError):
+    """An event, or what a compressed event inflates to, is larger than the configured maximum event size.
+    Raised before a buffer of the declared size exists: a corrupt or crafted length field costs no memory."""
+
+    hint = ("the binlog is corrupt or crafted, or really holds events this large: then raise the maximum event "
+            "size (canal-binlog --max-event-size, canal.instance.parser.maxEventSize, max_event_size=)")
+
+
 class TableMapMissingError(BinlogError):
     hint = ("a rows event names a table id with no TABLE_MAP before it: start at the transaction's "
             "BEGIN (or GTID event), not in the middle of it")

@@ -9,10 +9,11 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from .constants import BINLOG_MAGIC
+from .constants import BINLOG_MAGIC, DEFAULT_MAX_EVENT_SIZE
 from .decoder import BinlogDecoder
-from .errors import BadMagicError, BinlogError, TruncatedEventError
+from .errors import BadMagicError, BinlogError, EventTooLargeError, TruncatedEventError
 from .events import Event, FormatDescriptionEvent, RotateEvent
 
 _LEN = struct.Struct("<I").unpack_from
@@ -21,15 +22,25 @@ _CHUNK = 1 << 20
 
 class FileFramer:
     """Split a binlog file's bytes into events. Feed chunks in order; each event comes out whole
-    with its start offset. Call ``close()`` at end of file to detect a truncated last event."""
+    with its start offset. Call ``close()`` at end of file to detect a truncated last event.
 
-    def __init__(self, name: str | None = None, start_offset: int = 0) -> None:
+    An event header's length is checked before its bytes are buffered: beyond ``max_event_size`` it is an
+    EventTooLargeError, past ``file_size`` (when the file is complete and its size known) a TruncatedEventError.
+    So the buffer never holds more than one chunk plus one event of at most ``max_event_size``."""
+
+    def __init__(self, name: str | None = None, start_offset: int = 0, *,
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE, file_size: int | None = None) -> None:
         self.name = name
         self.offset = start_offset  # file offset of the first byte in the buffer
+        self.max_event_size = max_event_size
+        self.file_size = file_size
         self._buf = bytearray()
         self._magic_checked = start_offset > 0
+        self._error: BinlogError | None = None  # raised at the next call, after the events before it came out
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        if self._error is not None:
+            raise self._error
         self._buf += data
         out: list[tuple[int, bytes]] = []
         buf = self._buf
@@ -47,6 +58,13 @@ class FileFramer:
             if elen < 19:
                 raise TruncatedEventError(f"event length {elen} is shorter than an event header",
                                           file=self.name, position=self.offset + p)
+            try:
+                _check_length(elen, self.offset + p, self.name, self.max_event_size, self.file_size)
+            except BinlogError as e:
+                if not out:
+                    raise
+                self._error = e
+                break
             if n - p < elen:
                 break
             out.append((self.offset + p, bytes(buf[p:p + elen])))
@@ -57,6 +75,8 @@ class FileFramer:
         return out
 
     def close(self) -> None:
+        if self._error is not None:
+            raise self._error
         if self._buf:
             raise TruncatedEventError(f"file ends inside an event ({len(self._buf)} bytes left over)",
                                       file=self.name, position=self.offset)
@@ -66,20 +86,38 @@ class FileFramer:
         return len(self._buf)
 
 
+def _check_length(elen: int, at: int, name: str | None, limit: int, file_size: int | None) -> None:
+    """Refuse an event length before its bytes are read: over the limit, or past the end of a complete file."""
+    if elen > limit:
+        raise EventTooLargeError(f"event header says {elen} bytes, more than the maximum event size of "
+                                 f"{limit} bytes", file=name, position=at)
+    if file_size is not None and at + elen > file_size:
+        raise TruncatedEventError(f"file ends inside an event: its header says {elen} bytes, the file ends "
+                                  f"{file_size - at} bytes after its start", file=name, position=at)
+
+
 def _open(path: Path):  # type: ignore[no-untyped-def]
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     return open(path, "rb")
 
 
+def _size_of(fh: Any, path: Path) -> int | None:
+    """The size of a plain file being read (not of a .gz: its inflated size is unknown up front)."""
+    return None if path.suffix == ".gz" else os.fstat(fh.fileno()).st_size
+
+
 def read_file(path: str | os.PathLike[str], decoder: BinlogDecoder | None = None, *,
               start_position: int = 4) -> Iterator[Event]:
     """Decode every event of one binlog file. With ``start_position`` > 4 the FORMAT_DESCRIPTION_EVENT
-    at offset 4 is read first (the decoder needs it) and events start at start_position."""
+    at offset 4 is read first (the decoder needs it) and events start at start_position. The decoder's
+    ``max_event_size`` bounds every event read."""
     path = Path(path)
     dec = decoder or BinlogDecoder()
     dec.file = path.name.removesuffix(".gz")
+    limit = dec.max_event_size
     with _open(path) as fh:
+        size = _size_of(fh, path)
         if start_position > 4:
             head = fh.read(4 + 19)
             if head[:4] != BINLOG_MAGIC:
@@ -91,15 +129,16 @@ def read_file(path: str | os.PathLike[str], decoder: BinlogDecoder | None = None
             if flen < 19:
                 raise TruncatedEventError(f"event length {flen} is shorter than an event header",
                                           file=dec.file, position=4)
+            _check_length(flen, 4, dec.file, limit, size)
             fde = head[4:] + fh.read(flen - 19)
             ev = dec.decode(fde, 4)
             if not isinstance(ev, FormatDescriptionEvent):
                 raise BinlogError("the event at offset 4 is not a FORMAT_DESCRIPTION_EVENT",
                                   file=dec.file, position=4)
             fh.seek(start_position)
-            framer = FileFramer(dec.file, start_position)
+            framer = FileFramer(dec.file, start_position, max_event_size=limit, file_size=size)
         else:
-            framer = FileFramer(dec.file)
+            framer = FileFramer(dec.file, max_event_size=limit, file_size=size)
         while True:
             chunk = fh.read(_CHUNK)
             if not chunk:
@@ -171,7 +210,7 @@ class LocalBinlogReader:
         dec.file = name
         path = self.directory / name
         with open(path, "rb") as fh:
-            framer = FileFramer(name)
+            framer = FileFramer(name, max_event_size=dec.max_event_size)  # the file grows: no size check
             skip_to = position
             while True:
                 chunk = fh.read(_CHUNK)

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..binlog.constants import DEFAULT_MAX_EVENT_SIZE
 from ..binlog.gtid import GtidError, MariaGtidPosition, MySQLGtidSet
 from ..parse.filter import FilterConfigError, TableFilter, parse_field_filter
 
@@ -683,6 +684,10 @@ KEYS: tuple[Key, ...] = (
     _k(_I + "get.ddl.isolation", "get_ddl_isolation", _bool, "false"),
     _k(_I + "parser.parallel", "parser_parallel", _bool, "true"),
     _k(_I + "parser.parallelBufferSize", "parser_parallel_buffer_size", _int(1, 2**30, pow2=True), "256"),
+    # ours: the largest binlog event (or inflated compressed event) accepted; beyond it the parser stops with an
+    # error naming the position, instead of taking whatever memory a corrupt or crafted length asks for
+    _k(_I + "parser.maxEventSize", "parser_max_event_size", _int(1024, 2**32 - 1), str(DEFAULT_MAX_EVENT_SIZE),
+       doc="bytes; canal-core extension"),
     _k(_I + "tsdb.enable", "tsdb_enable", _bool, "true"),
     _k(_I + "tsdb.snapshot.interval", "tsdb_snapshot_interval", _int(0), "24", doc="hours; 0 = no snapshots"),
     _k(_I + "tsdb.snapshot.expire", "tsdb_snapshot_expire", _int(0), "360", doc="hours"),
@@ -1013,6 +1018,7 @@ class InstanceConfig:
     get_ddl_isolation: bool
     parser_parallel: bool
     parser_parallel_buffer_size: int
+    parser_max_event_size: int
     tsdb_enable: bool
     tsdb_snapshot_interval: int
     tsdb_snapshot_expire: int
@@ -1272,6 +1278,7 @@ class InstanceConfig:
             heartbeat_ha_enable=self.detecting_heartbeat_ha_enable,
             master_start=self.start_config("master" + role_suffix),
             standby_start=self.start_config("standby" + role_suffix),
+            max_event_size=self.parser_max_event_size,
             extra=extra,
         )
 

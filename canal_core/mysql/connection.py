@@ -15,6 +15,7 @@ from typing import Any, Literal
 import pymysql
 import pymysql.err
 
+from canal_core.binlog.constants import DEFAULT_MAX_EVENT_SIZE
 from canal_core.binlog.gtid import MariaGtidPosition, MySQLGtidSet
 from canal_core.mysql import protocol as proto
 from canal_core.mysql.errors import (
@@ -33,6 +34,7 @@ from canal_core.mysql.errors import (
     BinlogPositionError,
     ConnectionLostError,
     MissingPrivilegeError,
+    PacketTooLargeError,
     ReplicationAuthError,
     ReplicationError,
     ReplicationTLSError,
@@ -103,6 +105,8 @@ class ReplicationConnection:
     net_read_timeout / net_write_timeout: the server session's timeouts (s) while dumping.
     semi_sync: ACK transactions to a semi-sync primary; "auto" = when the server has it enabled.
     strict_row_image: check_ready() fails (True) or only warns (False) when binlog_row_image != FULL.
+    max_event_size: the largest event accepted from the stream (bytes); a larger one raises PacketTooLargeError
+        before it is buffered (events of 16 MB or more come in several packets, joined here).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 3306, user: str = "canal", password: str = "",
@@ -111,7 +115,7 @@ class ReplicationConnection:
                  heartbeat_period: float = 15.0, net_read_timeout: int = 7200,
                  net_write_timeout: int = 7200, charset: str = "utf8mb4",
                  semi_sync: bool | Literal["auto"] = "auto", strict_row_image: bool = True,
-                 destination: str = "") -> None:
+                 destination: str = "", max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
         self.host = host
         self.port = port
         self.user = user
@@ -127,6 +131,7 @@ class ReplicationConnection:
         self.semi_sync = semi_sync
         self.strict_row_image = strict_row_image
         self.destination = destination
+        self.max_event_size = max_event_size
         self._server_id = server_id
         self._conn: pymysql.connections.Connection | None = None
         self._info: ServerInfo | None = None
@@ -486,6 +491,8 @@ class ReplicationConnection:
                 length = lo | (hi << 16)
                 if status == 0:
                     need = length - 1
+                    if need > self.max_event_size + 2:  # + the semi-sync prefix
+                        raise self._too_large(need)
                     if length == max_len:
                         event = self._read_continued(read, need, seq)
                     else:
@@ -538,11 +545,16 @@ class ReplicationConnection:
             else:
                 conn._force_close()  # an abandoned old stream must not close a newer connection
 
+    def _too_large(self, size: int) -> PacketTooLargeError:
+        return PacketTooLargeError(self.server_address, self._file, self._pos, size, self.max_event_size)
+
     def _read_continued(self, read: Any, need: int, seq: int) -> bytes:
-        """An event of 16 MB or more: the first packet is full, then continuation packets follow."""
+        """An event of 16 MB or more: the first packet is full, then continuation packets follow. Their sum is
+        checked against max_event_size before each one is read."""
         parts = [read(need)]
         if len(parts[0]) < need:
             raise self._lost("server closed the connection mid-event")
+        total = need
         length = proto.MAX_PACKET_LEN
         while length == proto.MAX_PACKET_LEN:
             head = read(4)
@@ -554,6 +566,9 @@ class ReplicationConnection:
                 raise ReplicationError(f"packet sequence {nseq} after {seq} in a multi-packet event after "
                                        f"{self._file}:{self._pos}; the stream is corrupt")
             seq = nseq
+            total += length
+            if total > self.max_event_size + 2:
+                raise self._too_large(total)
             chunk = read(length)
             if len(chunk) < length:
                 raise self._lost("server closed the connection mid-event")

@@ -126,3 +126,19 @@ class ConnectionLostError(ReplicationError):
         super().__init__(
             f"replication connection lost at {file or '<unknown file>'}:{position} ({_one_line(reason)}); "
             f"reconnect and resume from that position", code=code)
+
+
+class PacketTooLargeError(ReplicationError):
+    """The server sent an event larger than the configured maximum event size (MySQL's own replica stops the same
+    way at replica_max_allowed_packet). Refused before the event is buffered."""
+
+    def __init__(self, server: str, file: str, position: int, size: int, limit: int) -> None:
+        self.file = file
+        self.position = position
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"{server} sent an event of at least {size} bytes after {file or '<unknown file>'}:{position}, more than "
+            f"the maximum event size of {limit} bytes; if the source really writes events this large (its "
+            f"max_allowed_packet), raise the limit (canal.instance.parser.maxEventSize, canal-binlog "
+            f"--max-event-size)")

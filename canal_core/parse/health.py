@@ -37,6 +37,7 @@ from ..mysql import (
     BinlogPositionError,
     ConnectionLostError,
     MissingPrivilegeError,
+    PacketTooLargeError,
     ReplicationAuthError,
     ReplicationError,
     ReplicationTLSError,
@@ -71,7 +72,7 @@ class ErrorKind(StrEnum):
 
 
 _NEEDS_PERSON = (StartPositionError, SchemaHistoryError, BinlogError, ReplicationTLSError, BinlogNotEnabledError,
-                 BinlogFormatError, BinlogPositionError)
+                 BinlogFormatError, BinlogPositionError, PacketTooLargeError)
 
 
 def _code(error: BaseException) -> int | None:

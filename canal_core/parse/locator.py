@@ -642,7 +642,8 @@ class StartPositionLocator:
         """A non-blocking dump from file:position, as ``_Ev``s, until the binlog's end or ``close()``."""
         conn = self._open()
         stream = conn.dump(file, position, non_blocking=True)
-        dec = BinlogDecoder(file=file, checksum=conn.checksum_len > 0, decode_rows=False)
+        dec = BinlogDecoder(file=file, checksum=conn.checksum_len > 0, decode_rows=False,
+                            max_event_size=conn.max_event_size)
         unpack = _HEADER.unpack_from
         cur = file
         try:

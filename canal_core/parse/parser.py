@@ -30,10 +30,10 @@ from typing import Any, Protocol
 
 import pymysql
 
-from ..binlog import ABSENT, BinlogDecoder
+from ..binlog import ABSENT, DEFAULT_MAX_EVENT_SIZE, BinlogDecoder
 from ..binlog import events as E
 from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
-from ..mysql import ConnectionLostError, ReplicationConnection, ReplicationError
+from ..mysql import ConnectionLostError, PacketTooLargeError, ReplicationConnection, ReplicationError
 from .ddl import parse_ddl
 from .filter import EventFilter, dml_verb, statement_kind
 from .health import HealthTracker, ParserHealth
@@ -90,6 +90,7 @@ class ParserConfig:
     reconnect_max: float = 30.0
     subscribed: Callable[[str, str], bool] | None = None  # tables whose unparsable DDL must stop us
     bootstrap_schemas: tuple[str, ...] | None = None  # schemas a first start snapshots (None: all user schemas)
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE  # bytes, canal.instance.parser.maxEventSize
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -218,6 +219,11 @@ class EventParser:
             except _Switch:
                 self._do_switch()
                 backoff = self.config.reconnect_min
+            except PacketTooLargeError as e:
+                # the same event comes again on every retry: the limit must be raised (or the source fixed)
+                self._health.failed(e, retrying=False)
+                log.error("%s: the parser stops: %s", self.config.destination, e)
+                break
             except (ReplicationError, OSError, pymysql.err.MySQLError, SourceMismatchError) as e:
                 if self._stop.is_set():
                     break  # our own stop closed the connection: not an error
@@ -292,7 +298,7 @@ class EventParser:
             elif flavor == "mariadb":
                 gtid_state = MariaGtidPosition()
             decoder = BinlogDecoder(checksum=None, schema_hints=self._hints, table_filter=self.filter.table,
-                                    file=start.journal_name or None)
+                                    file=start.journal_name or None, max_event_size=self.config.max_event_size)
             stream = conn.dump(start.journal_name, start.position, gtid=start.gtid if gtid_mode else None)
             state = _TxState(gtid_state)
             first = True
@@ -322,7 +328,8 @@ class EventParser:
     def _connection(self, src: SourceConfig) -> ReplicationConnection:
         return ReplicationConnection(src.host, src.port, src.user, src.password, ssl=src.ssl,
                                      server_id=self.config.slave_id, heartbeat_period=self.config.heartbeat_period,
-                                     destination=self.config.destination)
+                                     destination=self.config.destination,
+                                     max_event_size=self.config.max_event_size)
 
     def _locate(self, src: SourceConfig, stored: LogPosition | None) -> tuple[EntryPosition, bool]:
         cfg = self.config.master_start if src == self.config.master else self.config.standby_start

@@ -58,9 +58,9 @@ def clean(admin_conn: Any) -> Iterator[None]:
         cur.execute("DROP TABLE IF EXISTS canal_test.parser_t, canal_test.parser_u")
 
 
-def _parser(s: Any, tmp: Path, sink: Collector, history: SchemaHistory) -> EventParser:
+def _parser(s: Any, tmp: Path, sink: Collector, history: SchemaHistory, **config: Any) -> EventParser:
     cfg = ParserConfig(destination="example", master=SourceConfig(s.host, s.port, s.repl_user, s.repl_password),
-                       heartbeat_period=1.0, reconnect_min=0.2)
+                       heartbeat_period=1.0, reconnect_min=0.2, **config)
     return EventParser(cfg, sink=sink, history=history, positions=FilePositionManager(tmp / "meta"),
                        converter_factory=lambda ident: EntryConverter(ident, timezone="UTC"),
                        event_filter=EventFilter.from_config({"canal.instance.filter.regex": "canal_test\\.parser_.*"}))
@@ -339,3 +339,35 @@ def test_statement_based_dml_names_its_table_and_passes_the_table_filter(mariadb
         (EVENT_INSERT, "canal_test", "parser_t", "INSERT INTO canal_test.parser_t VALUES (1, 'a', 1.00)"),
         (EVENT_UPDATE, "canal_test", "parser_t", "UPDATE canal_test.parser_t SET amount = 2.00 WHERE id = 1"),
     ]
+
+
+def test_an_event_over_the_maximum_event_size_stops_the_parser_at_its_position(
+        mariadb_settings: Any, admin_conn: Any, clean: None, tmp_path: Path) -> None:
+    """canal.instance.parser.maxEventSize reaches the dump connection: a 10 KB rows event against a 4 KiB limit
+    stops the parser (retrying would fetch the same event again) with the position and the limit named; the
+    transaction before it was delivered."""
+    with admin_conn.cursor() as cur:
+        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, body MEDIUMBLOB)")
+    history = _bootstrap(mariadb_settings, tmp_path)
+    sink = Collector()
+    parser = _parser(mariadb_settings, tmp_path, sink, history, max_event_size=4096)
+    parser.start()
+    try:
+        time.sleep(0.5)
+        with admin_conn.cursor() as cur:
+            cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'small')")
+            cur.execute("INSERT INTO canal_test.parser_t VALUES (2, REPEAT('x', 10000))")
+        deadline = time.monotonic() + 15
+        while parser.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        running = parser.running
+    finally:
+        parser.stop()
+    assert not running, "the parser kept retrying the same oversized event"
+    err = parser.last_error
+    assert err is not None and type(err).__name__ == "PacketTooLargeError", err
+    assert "maximum event size of 4096 bytes" in str(err) and "mysql-bin." in str(err), err
+    health = parser.health
+    assert health.state is ParserState.STOPPED and health.error is not None
+    assert health.error.kind is ErrorKind.NEEDS_PERSON
+    assert [r[1][:1] for r in _rows(sink.entries, "parser_t")] == [(1,)]

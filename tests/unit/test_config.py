@@ -60,7 +60,7 @@ canal.instance.master.sslMode
 """.split()
 
 # keys of ours, beyond canal-compat §5 (each documented where it is used)
-EXTENSIONS = ["canal.zookeeper.session.timeout"]
+EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.instance.parser.maxEventSize"]
 
 CONF = object()  # placeholder for "the conf directory of the test"
 T, F = "true", "false"
@@ -118,6 +118,7 @@ CASES: list[tuple[str, Any, str, Any, str | None]] = [
     ("canal.instance.get.ddl.isolation", False, T, True, "2"),
     ("canal.instance.parser.parallel", True, F, False, "off"),
     ("canal.instance.parser.parallelBufferSize", 256, "512", 512, "300"),
+    ("canal.instance.parser.maxEventSize", 64 << 20, "1073741824", 1 << 30, "1000"),
     ("canal.instance.tsdb.enable", True, F, False, "disabled"),
     ("canal.instance.tsdb.snapshot.interval", 24, "0", 0, "-1"),
     ("canal.instance.tsdb.snapshot.expire", 360, "720", 720, "1.5"),
@@ -556,9 +557,11 @@ def test_parser_start_store_and_filter_conversions(tmp_path: Path) -> None:
         "canal.instance.fallbackIntervalInSeconds": "30", "canal.instance.master.sslMode": "REQUIRED",
         "canal.instance.filter.regex": "shop\\..*", "canal.instance.filter.black.field": "shop.users:pw",
         "canal.instance.filter.dml.delete": "true", "canal.instance.get.ddl.isolation": "true",
+        "canal.instance.parser.maxEventSize": "268435456",
     }})
     inst = CanalConfig.load(conf, env={}).instance("example")
     pc = inst.parser_config()
+    assert pc.max_event_size == 256 << 20
     assert (pc.destination, pc.master.host, pc.master.port, pc.master.user, pc.master.password) == (
         "example", "10.0.0.1", 3306, "u", "p")
     assert pc.master.ssl == {"verify_mode": "none", "check_hostname": False}

@@ -72,6 +72,7 @@ class FakeConn:
         self.thread_id: int | None = None
         self.checksum_len = 4 if server.checksum else 0
         self.server_address = "10.0.0.5:3306"
+        self.max_event_size = 64 << 20  # as ReplicationConnection's default
 
     def connect(self) -> FakeConn:
         if self.thread_id is None:
