@@ -40,6 +40,11 @@ DEFAULT_CLIENT_ID = "1001"
 DEFAULT_BATCH_SIZE = 1000  # what Canal's connector asks for when batch_size <= 0
 DEFAULT_SO_TIMEOUT = 60.0  # s to wait for a reply (Canal's soTimeout)
 DEFAULT_IDLE_TIMEOUT = 3600.0  # s the server keeps an idle connection (sent as net_read/write_timeout)
+# The largest reply frame accepted from a server: a batch of 1000 entries of large rows fits; a length beyond it
+# (a broken or hostile server) is refused before anything is read. The buffer grows with the bytes that arrive,
+# never to a length only announced.
+DEFAULT_MAX_FRAME_SIZE = 256 << 20
+_FIRST_READ = 1 << 20
 
 Address = tuple[str, int]
 T = TypeVar("T")
@@ -113,13 +118,14 @@ def parse_address(address: Address | str) -> Address:
 
 class SimpleConnector:
     """One server (Canal's SimpleCanalConnector). Not for concurrent use by several threads at once (a
-    lock keeps each request and its reply together, so sharing is safe but serialised)."""
+    lock keeps each request and its reply together, so sharing is safe but serialised). ``max_frame_size``:
+    the largest reply (bytes) accepted; a longer announced frame is a CanalConnectionError."""
 
     def __init__(self, address: Address | str, destination: str, username: str = "", password: str = "", *,
                  client_id: str | int = DEFAULT_CLIENT_ID, filter: str | None = None,
                  so_timeout: float = DEFAULT_SO_TIMEOUT, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  connect_timeout: float = 10.0, rollback_on_connect: bool = True,
-                 rollback_on_disconnect: bool = False) -> None:
+                 rollback_on_disconnect: bool = False, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.address = parse_address(address)
         self.destination = destination
         self.username = username
@@ -130,6 +136,7 @@ class SimpleConnector:
         self.connect_timeout = connect_timeout
         self.rollback_on_connect = rollback_on_connect
         self.rollback_on_disconnect = rollback_on_disconnect
+        self.max_frame_size = max_frame_size
         self._filter = filter  # re-subscribed on (re)connect once set, as Canal's connector does
         self._sock: socket.socket | None = None
         self._unanswered = 0  # CLIENTACK/CLIENTROLLBACK sent since the last reply read
@@ -257,6 +264,10 @@ class SimpleConnector:
             (n,) = codec.HEADER.unpack(self._read_exact(codec.HEADER.size, deadline))
             if n < 0:
                 raise codec.ProtocolError(f"negative frame length {n}")
+            if n > self.max_frame_size:
+                raise codec.ProtocolError(f"the server announced a frame of {n} bytes, more than max_frame_size "
+                                          f"({self.max_frame_size}); a server this far out of step is broken or "
+                                          f"not canal (raise max_frame_size only for batches really this large)")
             return codec.parse_packet(self._read_exact(n, deadline))
         except TimeoutError:
             self._drop()  # the reply may still come: the stream is out of step
@@ -270,12 +281,14 @@ class SimpleConnector:
             raise CanalConnectionError(f"read from {self.address[0]}:{self.address[1]} failed: {e}") from e
 
     def _read_exact(self, n: int, deadline: float | None) -> bytearray:
-        # one buffer of the frame's size, filled in place: a batch of many MB is not copied piecewise
+        # one buffer filled in place (a batch of many MB is not copied piecewise), doubled as the bytes arrive:
+        # a frame length alone never takes its size in memory
         sock = self._require()
-        buf = bytearray(n)
-        view = memoryview(buf)
+        buf = bytearray(min(n, _FIRST_READ))
         got = 0
         while got < n:
+            if got == len(buf):
+                buf.extend(bytes(min(len(buf), n - len(buf))))
             if deadline is None:
                 sock.settimeout(None)
             else:
@@ -283,7 +296,7 @@ class SimpleConnector:
                 if left <= 0:
                     raise TimeoutError
                 sock.settimeout(left)
-            k = sock.recv_into(view[got:])
+            k = sock.recv_into(memoryview(buf)[got:])
             if not k:
                 raise CanalConnectionError(f"{self.address[0]}:{self.address[1]} closed the connection")
             got += k
@@ -399,7 +412,7 @@ class ClusterConnector:
                  username: str = "", password: str = "", *, client_id: str | int = DEFAULT_CLIENT_ID,
                  retries: int = 3, backoff: float = 1.0, max_backoff: float = 30.0,
                  so_timeout: float = DEFAULT_SO_TIMEOUT, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if callable(addresses):
             self._source: AddressSource = addresses
         else:
@@ -417,6 +430,7 @@ class ClusterConnector:
         self.so_timeout = so_timeout
         self.idle_timeout = idle_timeout
         self.connect_timeout = connect_timeout
+        self.max_frame_size = max_frame_size
         self.current: SimpleConnector | None = None
         self._filter: str | None = None
         self._last: Address | None = None
@@ -446,7 +460,8 @@ class ClusterConnector:
                 tried.append(addr)
                 conn = SimpleConnector(addr, self.destination, self.username, self.password,
                                        client_id=self.client_id, filter=self._filter, so_timeout=self.so_timeout,
-                                       idle_timeout=self.idle_timeout, connect_timeout=self.connect_timeout)
+                                       idle_timeout=self.idle_timeout, connect_timeout=self.connect_timeout,
+                                       max_frame_size=self.max_frame_size)
                 try:
                     conn.connect()
                 except CanalAuthError:
