@@ -70,6 +70,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     mirrored table), replace that changelog period, re-merge the mirrors that have their snapshot.
     ``report_*``: log materializations for assets that are not outputs of the running step."""
     from .. import lake as L
+    from ..remerge import remerge_mirror
     from ..replay import replay_windows
     from ..sensor import registry_for
 
@@ -117,7 +118,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
             for t in L.mirror_tables(m):
                 if t.name not in chosen or t.name not in snapshotted:
                     continue  # a table still waiting for its snapshot has no mirror to repair
-                r = L.remerge_mirror(session, lk, d, m, t)
+                r = remerge_mirror(session, lk, d, m, t)
                 acc = merged.setdefault(t.name, {"inserted": 0, "updated": 0, "deleted": 0})
                 for k in acc:
                     acc[k] += int(getattr(r, k, 0) or 0)
