@@ -42,6 +42,7 @@ from dagster import (
 )
 
 from ..config import PipelineConfig
+from ..pools import check_writer_slot, writer_pool
 from ..resources import CanalWindowResource, LakeResource, SparkResource
 from ..window import Position, WindowManifest
 from .keys import CHANGELOG, RECONCILE_CHECK, SNAPSHOT_JOB, mirror_key, source_key, split_table
@@ -283,10 +284,12 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
                      partitions: DailyPartitionsDefinition) -> AssetsDefinition:
     @asset(key=CHANGELOG, deps=[s.key for s in sources], partitions_def=partitions, group_name="canal",
            backfill_policy=BackfillPolicy.single_run(), kinds={"spark", "delta"},
+           pool=writer_pool(config.destination),
            description="Every row change, appended to Delta once per batch, partitioned by UTC date. A partition "
                        "backfill replays those days from the binlog and re-merges the affected mirrors.")
     def changelog(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                   canal_window: CanalWindowResource) -> MaterializeResult:
+        check_writer_slot(context)
         if canal_window.path:
             from .. import lake as L
             from ..staging import load_window
@@ -325,11 +328,12 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
 
     def make_mirror(name: str) -> AssetsDefinition:
         @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
-               freshness_policy=freshness,
+               freshness_policy=freshness, pool=writer_pool(config.destination),
                description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
                            "key in binlog order; an older change never overwrites a newer one.")
         def mirror(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                    canal_window: CanalWindowResource) -> MaterializeResult:
+            check_writer_slot(context)
             if canal_window.path or canal_window.catch_up:
                 return mirror_from_window(context, config, name, spark, lake, canal_window)
             if context.job_def.name == SNAPSHOT_JOB:
