@@ -75,7 +75,10 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
         check_writer_slot(context)
         summary = backfill_op_body(context, settings, tables, spark, lake, config.start_time, config.end_time,
                                    config.tables)
-        context.log.info(f"backfill done: {summary}")
+        context.add_output_metadata(summary)
+        context.log.info(f"backfill done: {summary['rows_replayed']} row changes replayed, "
+                         f"{summary['rows_replaced']} changelog rows replaced up to "
+                         f"{summary['changelog_applied_end']}")
 
     @job(name=BACKFILL_JOB, executor_def=in_process_executor,
          description="Backfill by time (Launchpad: start_time, optional end_time, tables) through a separate "
