@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 from dagster import DagsterRunStatus, RunsFilter
+from dagster._core.definitions.reconstruct import ReconstructableJob
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -125,6 +126,11 @@ def workspace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         path = driver.home.parent / "pipeline.json"
         path.write_text(json.dumps(data))
         monkeypatch.setenv(pipeline_location.ENV, str(path))
+        # a run launched here is orchestrated in this process from Dagster's one-entry cache of the last job
+        # reconstructed by module and attribute, the same in every test: without this the previous test's
+        # definitions (another destination, so another writer pool) would orchestrate this test's run
+        ReconstructableJob.get_definition.cache_clear()
+        ReconstructableJob.get_repository_definition.cache_clear()
         origin = InProcessCodeLocationOrigin(
             LoadableTargetOrigin(module_name=pipeline_location.__name__, attribute="defs",
                                  working_directory=str(REPO_ROOT)), location_name=LOCATION)
