@@ -7,14 +7,14 @@ backfilled (replayed, its changelog replaced, both mirrors re-merged). The live 
 a chosen point of the backfill, forced with hooks (and a thread with events where the window run must stop half
 way):
 
-1. the re-merges before the window;
 2. the window between the accounts re-merge's plan and its MERGE (entries planned after the window);
 3. both re-merges between the window's accounts and entries mirror commits;
-4. the window's changelog before the re-merges' plans, its mirror commits between the accounts plan and MERGE;
 5. two windows: one between the accounts plan and MERGE, the next between the entries plan and MERGE;
 6. the backfill in a thread while this thread keeps changing the source and running windows.
 
-After each round both mirrors equal their source tables row for row (the mirror damage made before round 1
+(Rounds 1 and 4 — the re-merges simply before the window; the window's changelog before the plans and its mirror
+commits inside the accounts gap — add nothing the others do not force, and were dropped for the suite's time.)
+After each round both mirrors equal their source tables row for row (the mirror damage made before round 2
 repaired), and at the end no commit in either mirror's Delta history moved a key's ``_canal_pos`` backwards
 (every version read with time travel, consecutive versions compared per key). A second test shows that the
 destination's Dagster pool keeps the lake-writing steps of a backfill run and a window run apart.
@@ -279,41 +279,28 @@ def test_backfill_beside_live_windows_never_regresses_a_mirror(live: Live, monke
     live.spark.sql(f"UPDATE delta.`{lake.mirror_path(SCHEMA, 'entries')}` SET memo = 'DAMAGED' WHERE id = {KEYS - 1}")
     results: dict[int, dict[str, Any]] = {}
 
-    # 1: the re-merges first, then the window
-    _tx(live.conn, *_later(0))
-    results[1] = _backfill(live)
-    _drive(live)
-    _assert_mirrors_equal_sources(live, "round 1")
-
     # 2: the window between the accounts re-merge's plan and its MERGE
-    _tx(live.conn, *_later(1))
+    _tx(live.conn, *_later(0))
     ilv.before_remerge[ACCOUNTS] = lambda: _drive(live)
     results[2] = _backfill(live)
     _assert_mirrors_equal_sources(live, "round 2")
 
     # 3: both re-merges between the window's accounts and entries mirror commits
-    _tx(live.conn, *_later(2))
+    _tx(live.conn, *_later(1))
     paused = Paused(live, ilv, ENTRIES)
     results[3] = _backfill(live)
     paused.finish()
     _assert_mirrors_equal_sources(live, "round 3")
 
-    # 4: the window's changelog before the plans, its mirror commits between the accounts plan and MERGE
-    _tx(live.conn, *_later(3))
-    paused = Paused(live, ilv, ACCOUNTS)
-    ilv.before_remerge[ACCOUNTS] = paused.finish
-    results[4] = _backfill(live)
-    _assert_mirrors_equal_sources(live, "round 4")
-
     # 5: one window between the accounts plan and MERGE, the next between the entries plan and MERGE
     def window(*statements: str) -> Callable[[], None]:
         return lambda: (_tx(live.conn, *statements), _drive(live))[1]
 
-    ilv.before_remerge[ACCOUNTS] = window(*_later(4, deletes=False), f"DELETE FROM {ACCOUNTS} WHERE id = 24")
+    ilv.before_remerge[ACCOUNTS] = window(*_later(2, deletes=False), f"DELETE FROM {ACCOUNTS} WHERE id = 14")
     ilv.before_remerge[ENTRIES] = window(
-        f"DELETE FROM {ACCOUNTS} WHERE id = 25", f"UPDATE {ACCOUNTS} SET note = 'round 4 again' WHERE id = 21",
-        *(sql for sql in _later(4, updates=False) if sql != f"DELETE FROM {ACCOUNTS} WHERE id = 24"
-          and sql != f"DELETE FROM {ACCOUNTS} WHERE id = 25"))
+        f"DELETE FROM {ACCOUNTS} WHERE id = 15", f"UPDATE {ACCOUNTS} SET note = 'round 2 again' WHERE id = 11",
+        *(sql for sql in _later(2, updates=False) if sql != f"DELETE FROM {ACCOUNTS} WHERE id = 14"
+          and sql != f"DELETE FROM {ACCOUNTS} WHERE id = 15"))
     results[5] = _backfill(live)
     ilv.done()
     _drive(live)
@@ -330,7 +317,7 @@ def test_backfill_beside_live_windows_never_regresses_a_mirror(live: Live, monke
 
     thread = threading.Thread(target=backfill, name="backfill")
     thread.start()
-    statements, windows = _later(5), 0
+    statements, windows = _later(3), 0
     for chunk in (statements[:4], statements[4:8], statements[8:]):
         if chunk:
             _tx(live.conn, *chunk)
@@ -344,12 +331,11 @@ def test_backfill_beside_live_windows_never_regresses_a_mirror(live: Live, monke
 
     # the forced stale plans were noticed and planned again; none where nothing committed in between
     assert results[2][ACCOUNTS]["replans"] >= 1 and results[2][ENTRIES]["replans"] == 0, results[2]
-    assert results[4][ACCOUNTS]["replans"] >= 1, results[4]
     assert results[5][ACCOUNTS]["replans"] >= 1 and results[5][ENTRIES]["replans"] >= 1, results[5]
-    assert all(r["replans"] == 0 for n in (1, 3) for r in results[n].values()), results
+    assert all(r["replans"] == 0 for r in results[3].values()), results
     histories = [_check_history(live.spark, lake.mirror_path(*name.split(".")), L.mirror_app_id(*name.split(".")))
                  for name in TABLES]
-    assert sum(h.versions for h in histories) > 20
+    assert sum(h.versions for h in histories) > 14
     print("keys briefly put back by stale re-merge passes:", [h.resurrected for h in histories])
 
 
