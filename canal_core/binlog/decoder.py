@@ -380,7 +380,7 @@ class BinlogDecoder:
             raise ValueError("rows event header runs past the event")
         buf = raw
         if compressed:
-            buf = inflate_mariadb(memoryview(raw)[p:end], self.max_event_size)
+            buf = bytes(inflate_mariadb(memoryview(raw)[p:end], self.max_event_size))  # values slice as bytes
             p, end = 0, len(buf)
         tdef = self.tables.get(tid)
         if tdef is None:

@@ -42,7 +42,7 @@ def inflate_payload(data: bytes | memoryview, declared: int, limit: int) -> byte
                                      f"{limit} bytes")
 
 
-def inflate_mariadb(data: bytes | memoryview, limit: int) -> bytes:
+def inflate_mariadb(data: bytes | memoryview, limit: int) -> bytearray:
     """MariaDB compressed event data: one header byte (0x80 | width of the length), the uncompressed length
     big-endian in that many bytes, then a zlib stream."""
     if not data:
@@ -55,8 +55,15 @@ def inflate_mariadb(data: bytes | memoryview, limit: int) -> bytes:
     if ulen > limit:
         raise _over(f"the compressed event declares an uncompressed size of {ulen} bytes", limit)
     d = zlib.decompressobj()
-    # max_length caps the output (CPython grows it in blocks as it inflates, never to max_length up front)
-    out = d.decompress(memoryview(data)[1 + width:], ulen + 1)
+    out = bytearray()
+    rest: bytes | memoryview = memoryview(data)[1 + width:]
+    # in chunks, at most one byte past the declared size: that byte already shows the header lies
+    while not d.eof and len(out) <= ulen:
+        chunk = d.decompress(rest, min(_CHUNK, ulen + 1 - len(out)))
+        rest = d.unconsumed_tail
+        if not chunk and not rest:
+            break  # the stream ends early: a truncated block
+        out += chunk
     if len(out) != ulen or not d.eof:
         raise ValueError(f"compressed data inflates to {len(out)} bytes, header says {ulen}")
     return out
