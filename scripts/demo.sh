@@ -50,6 +50,7 @@ say "workload"
 printf '%s\n' "$WORKLOAD"
 sql "$WORKLOAD"
 
-say "canal-binlog --url mysql://canal:***@127.0.0.1:$PORT --start-file $FILE --start-position $POS --schema-hints --brief"
-.venv/bin/canal-binlog --url "mysql://canal:canal@127.0.0.1:$PORT" --start-file "$FILE" --start-position "$POS" \
-    --schema-hints --brief
+# the password from the environment: on the command line (--password, --url) every user could read it in ps
+say "CANAL_BINLOG_PASSWORD=*** canal-binlog --url mysql://canal@127.0.0.1:$PORT --start-file $FILE --start-position $POS --schema-hints --brief"
+CANAL_BINLOG_PASSWORD=canal .venv/bin/canal-binlog --url "mysql://canal@127.0.0.1:$PORT" --start-file "$FILE" \
+    --start-position "$POS" --schema-hints --brief

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import unquote, urlsplit
 
 from . import events as E
 from .constants import DEFAULT_MAX_EVENT_SIZE, EventType
@@ -29,11 +28,11 @@ from .events import _jsonable
 from .gtid import GtidError, MariaGtidPosition, MySQLGtidSet
 from .reader import LocalBinlogReader, read_file
 from .rows import ABSENT
+from .server_login import ASK, PASSWORD_ENV, LoginError, resolve_login
 from .tablemap import ColumnHint, TableDef
 
 PROG = "canal-binlog"
 ERROR_PREFIX = f"{PROG}: error: "
-PASSWORD_ENV = "CANAL_BINLOG_PASSWORD"
 DEBUG_ENV = "CANAL_BINLOG_DEBUG"
 
 _HEARTBEATS = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
@@ -53,14 +52,16 @@ temporal values as MySQL text. Events inside a TRANSACTION_PAYLOAD follow it, on
 sources:
   canal-binlog FILE [FILE...]          local binlog files, in the order given (.gz is read too)
   canal-binlog DIR                     every binlog of a directory, in index order (--follow to tail)
-  canal-binlog --host H [--port P] --user U [--password PW]
-  canal-binlog --url mysql://user:pass@host:port
+  canal-binlog --host H [--port P] --user U      (password: $CANAL_BINLOG_PASSWORD, or --password to be asked)
+  canal-binlog --url mysql://user@host:port
+  canal-binlog --defaults-file FILE              ([client] host=, port=, user=, password=)
                                        a live server, as a replica: non-blocking read from the start
                                        position to the current end (--stop-never to keep tailing)"""
 
 EPILOG = f"""\
 live start position: --gtid, else --start-file (with --start-position), else the server's current end (SHOW
-MASTER STATUS), as Canal does. The password comes from --password, the URL, or ${PASSWORD_ENV}.
+MASTER STATUS), as Canal does. The password comes from --password, the URL, --defaults-file, or
+${PASSWORD_ENV}; the first two are visible to every user in the process list (ps), so prefer the others.
 The replication user needs SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.*.
 
 exit status: 0 on success (also when the reader of stdout goes away, e.g. `| head`), 1 on runtime errors,
@@ -125,12 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="*", metavar="FILE|DIR", help="binlog files, or one directory of binlogs")
     live = p.add_argument_group("live server")
-    live.add_argument("--url", metavar="URL", help="mysql://user:password@host:port (mariadb:// too); "
-                      "--host/--port/--user/--password override its parts")
+    live.add_argument("--url", metavar="URL", help="mysql://user@host:port (mariadb:// too); --host/--port/--user "
+                      "override its parts (a password in it is visible in the process list: warned about)")
     live.add_argument("--host", help="server host")
     live.add_argument("--port", type=_port, help="server port (default 3306)")
     live.add_argument("--user", help="replication user (default canal)")
-    live.add_argument("--password", help=f"password (default: from the URL, else ${PASSWORD_ENV})")
+    live.add_argument("--password", nargs="?", const=ASK, metavar="PW",
+                      help="without a value: ask for it on the terminal; with one: visible in the process list "
+                           f"(warned about). Default: --defaults-file, else ${PASSWORD_ENV}")
+    live.add_argument("--defaults-file", metavar="FILE",
+                      help="a MySQL option file: host, port, user, password from its [client] and [canal-binlog] "
+                           "groups (the flags above override them)")
     live.add_argument("--server-id", type=_nonneg_int, default=0,
                       help="replica server id to register (default: derived per process)")
     live.add_argument("--gtid", metavar="GTIDS",
@@ -181,6 +187,7 @@ class Options:
         self.port = 3306
         self.user = "canal"
         self.password = ""
+        self.warnings: list[str] = []
         self._connection_settings(ns)
         self.live = not self.paths
         self.table_filter = _table_filter(ns.tables) if ns.tables else None
@@ -188,33 +195,13 @@ class Options:
         self._check(ns)
 
     def _connection_settings(self, ns: argparse.Namespace) -> None:
-        url_password: str | None = None
-        if ns.url:
-            parts = urlsplit(ns.url)
-            if parts.scheme.lower() not in ("mysql", "mariadb") or not parts.hostname:
-                raise UsageError(f"--url {ns.url!r} is not of the form mysql://user:password@host:port")
-            self.host = parts.hostname
-            try:
-                if parts.port is not None:
-                    self.port = parts.port
-            except ValueError:
-                raise UsageError(f"--url {ns.url!r} has a bad port") from None
-            if parts.username:
-                self.user = unquote(parts.username)
-            if parts.password is not None:
-                url_password = unquote(parts.password)
-        if ns.host:
-            self.host = ns.host
-        if ns.port is not None:
-            self.port = ns.port
-        if ns.user:
-            self.user = ns.user
-        if ns.password is not None:
-            self.password = ns.password
-        elif url_password is not None:
-            self.password = url_password
-        else:
-            self.password = os.environ.get(PASSWORD_ENV, "")
+        try:
+            login = resolve_login(url=ns.url, host=ns.host, port=ns.port, user=ns.user, password=ns.password,
+                                  defaults_file=ns.defaults_file, use_file_host=not ns.paths or ns.schema_hints)
+        except LoginError as e:
+            raise UsageError(str(e)) from None
+        self.host, self.port, self.user, self.password = login.host, login.port, login.user, login.password
+        self.warnings = login.warnings
 
     def _check(self, ns: argparse.Namespace) -> None:
         server_given = self.host is not None
@@ -621,7 +608,8 @@ def _quiet_stdout() -> None:
 
 
 def _auth_hint(opts: Options) -> str:
-    return f"; check --user/--password (or ${PASSWORD_ENV}) for {opts.user}@{opts.host}:{opts.port}"
+    return (f"; check --user and the password (--defaults-file, ${PASSWORD_ENV}, --password) for "
+            f"{opts.user}@{opts.host}:{opts.port}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -631,6 +619,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ns = build_parser().parse_args(argv)
         opts = Options(ns)
+        for warning in opts.warnings:
+            sys.stderr.write(f"{PROG}: warning: {warning}\n")
         writer = _Writer(sys.stdout.buffer, flush_each=bool(ns.stop_never or ns.follow))
         if opts.live:
             _run_live(opts, writer)

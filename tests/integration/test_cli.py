@@ -63,10 +63,24 @@ def error_line(proc: subprocess.CompletedProcess[str], status: int = 1, *, outpu
     return lines[0]
 
 
+_OPTION_DIR: list[Path] = []  # where live_args writes option files, for this module's tests
+
+
+@pytest.fixture(scope="module", autouse=True)
+def option_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    _OPTION_DIR.append(tmp_path_factory.mktemp("options"))
+    yield
+    _OPTION_DIR.clear()
+
+
 def live_args(settings: Any, *, user: str | None = None, password: str | None = None,
               port: int | None = None) -> list[str]:
+    """The server flags, the password in an option file (the way that keeps it out of the process list)."""
+    path = _OPTION_DIR[0] / f"{uuid.uuid4().hex}.cnf"
+    path.write_text(f"[client]\npassword = '{settings.repl_password if password is None else password}'\n")
+    path.chmod(0o600)
     return ["--host", settings.host, "--port", str(port or settings.port), "--user", user or settings.repl_user,
-            "--password", settings.repl_password if password is None else password]
+            "--defaults-file", str(path)]
 
 
 def _exec(conn: pymysql.connections.Connection, *sqls: str, args: Any = None) -> None:
@@ -302,13 +316,15 @@ def test_broken_pipe_exits_quietly(closed_binlog: dict[str, Any], tmp_path: Path
 def test_bad_credentials(mariadb_settings: Any) -> None:
     line = error_line(run_cli(*live_args(mariadb_settings, password="wrong-password")))
     assert f"{mariadb_settings.repl_user}@{mariadb_settings.host}" in line
-    assert "--user/--password" in line and "refused login" in line
+    assert "check --user and the password (--defaults-file" in line and "refused login" in line
 
 
 def test_password_from_url_and_environment(mariadb_settings: Any) -> None:
     s = mariadb_settings
-    line = error_line(run_cli("--url", f"mysql://{s.repl_user}:nope@{s.host}:{s.port}", "--limit", "1"))
-    assert "--user/--password" in line
+    proc = run_cli("--url", f"mysql://{s.repl_user}:nope@{s.host}:{s.port}", "--limit", "1")
+    warning, error = proc.stderr.splitlines()
+    assert warning.startswith("canal-binlog: warning: a password in --url can be read by every user"), warning
+    assert proc.returncode == 1 and error.startswith(PREFIX) and "refused login" in error, error
     events = events_of(run_cli("--url", f"mysql://{s.repl_user}@{s.host}:{s.port}", "--limit", "2",
                                env={"CANAL_BINLOG_PASSWORD": s.repl_password}))
     assert [e["name"] for e in events] == ["ROTATE", "FORMAT_DESCRIPTION"]
@@ -348,7 +364,8 @@ def test_nonexistent_start_file_names_the_oldest_binlog(admin_conn: pymysql.conn
 
 def test_server_unreachable() -> None:
     port = free_port()
-    line = error_line(run_cli("--host", "127.0.0.1", "--port", str(port), "--user", "canal", "--password", "x"))
+    line = error_line(run_cli("--host", "127.0.0.1", "--port", str(port), "--user", "canal",
+                              env={"CANAL_BINLOG_PASSWORD": "x"}))
     assert f"cannot connect to 127.0.0.1:{port}" in line and "--host/--port" in line
 
 
