@@ -25,11 +25,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from ..meta.zookeeper import (
     DEFAULT_SESSION_TIMEOUT_MS,
+    ZkTarget,
     client_path,
     client_running_path,
     encode_client_running,
@@ -44,7 +44,7 @@ class ClientRunningMonitor(RunningMonitor):
     """``zk``: KazooClient or connect string; ``address``: "ip:port" identifying this consumer (the previous
     active is recognised by it, as in Canal); ``on_start`` / ``on_stop``: begin and stop consuming."""
 
-    def __init__(self, zk: KazooClient | str, destination: str, client_id: int, address: str, *,
+    def __init__(self, zk: ZkTarget, destination: str, client_id: int, address: str, *,
                  on_start: Callable[[], Any] | None = None, on_stop: Callable[[], Any] | None = None,
                  delay_s: float = DEFAULT_DELAY_S, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
         if not -32768 <= client_id <= 32767:

@@ -533,6 +533,14 @@ def _canal_passwd(s: str) -> str:
 
 
 @_text_value
+def _zk_auth(s: str) -> str:
+    user, sep, password = s.partition(":")
+    if s and (not sep or not user or not password):
+        raise _Bad("empty, or user:password (ZooKeeper digest credentials)")
+    return s
+
+
+@_text_value
 def _zk_servers(s: str) -> str:
     if not s:
         return s
@@ -642,6 +650,8 @@ KEYS: tuple[Key, ...] = (
     # ours (Canal fixes 90 s in ZkClientx): a dead active is replaced this long + 5 s after it died
     _k("canal.zookeeper.session.timeout", "zookeeper_session_timeout", _int(1000), "90000", BOTH,
        "ms; canal-core extension"),
+    # ours: digest credentials; every node canal-server creates is then writable only with them (world-readable)
+    _k("canal.zookeeper.auth", "zookeeper_auth", _zk_auth, "", BOTH, "user:password; canal-core extension"),
     _k("canal.serverMode", "server_mode", _enum(ServerMode), "tcp", SERVER),
     _k("canal.file.data.dir", "file_data_dir", _path, "${canal.conf.dir}", BOTH),
     # 0 (ours, Canal requires > 0): every cursor update is written before the ack returns
@@ -776,11 +786,12 @@ def _value(resolver: _Resolver, key: Key, name: str | None = None) -> Any:
     try:
         return key.parse(text)
     except _Bad as e:
-        shown = repr(text)
-        if prop.raw is not None and prop.raw.strip() != text:
+        secret = lookup.endswith(".auth")  # a credential is never echoed
+        shown = "'***'" if secret else repr(text)
+        if prop.raw is not None and prop.raw.strip() != text and not secret:
             shown += f" (from {prop.raw.strip()!r})"
         raise ConfigError(f"{prop.where}: {lookup} = {shown} is invalid: expected {e.expected}",
-                          file=prop.source, line=prop.line, key=lookup, value=text) from None
+                          file=prop.source, line=prop.line, key=lookup, value="***" if secret else text) from None
 
 
 def _layers(overrides: Mapping[str, str] | None, env: Mapping[str, str] | None) -> list[dict[str, Prop]]:
@@ -837,6 +848,7 @@ class CanalConfig:
     zk_servers: str
     zookeeper_flush_period: int
     zookeeper_session_timeout: int
+    zookeeper_auth: str
     server_mode: ServerMode
     file_data_dir: Path
     file_flush_period: int
@@ -987,6 +999,7 @@ class InstanceConfig:
     zk_servers: str
     zookeeper_flush_period: int
     zookeeper_session_timeout: int
+    zookeeper_auth: str
     file_data_dir: Path
     file_flush_period: int
     memory_buffer_size: int

@@ -20,7 +20,7 @@ import pymysql
 
 from ..entry.convert import EntryConverter
 from ..meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, meta_position_manager
-from ..meta.zookeeper import Fence, PeriodMixedMetaManager
+from ..meta.zookeeper import Fence, PeriodMixedMetaManager, zk_servers
 from ..parse.history import SchemaHistory, format_position
 from ..parse.model import EntryPosition, LogPosition
 from ..parse.parser import EventParser, ParserConfig
@@ -119,7 +119,8 @@ class CanalInstance(Destination):
             meta = MemoryMetaManager()
         elif instance.meta_mode is MetaMode.PERIOD_MIXED:
             # default-instance.xml: memory + ZooKeeper (canal.zkServers, a client shared per server string)
-            meta = PeriodMixedMetaManager(instance.zk_servers, flush_period_ms=instance.zookeeper_flush_period,
+            zk = zk_servers(instance.zk_servers, instance.zookeeper_auth)
+            meta = PeriodMixedMetaManager(zk, flush_period_ms=instance.zookeeper_flush_period,
                                           fence=fence, session_timeout_ms=instance.zookeeper_session_timeout)
         else:
             # file-mixed: {canal.file.data.dir}/{dest}/meta.dat

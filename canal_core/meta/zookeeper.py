@@ -53,6 +53,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest, _prefix_root
@@ -75,6 +76,7 @@ from ..parse.position import PositionManager, PositionStoreError, decode_positio
 from .errors import BatchOrderError, MetaStoreError
 from .manager import FlushThread, MemoryMetaManager, MetaManager
 from .model import ClientIdentity, PositionRange, dumps, log_position_dict, log_position_from_dict
+from .zkacl import ZkAuth
 
 log = logging.getLogger(__name__)
 
@@ -204,21 +206,42 @@ def split_address(address: str) -> tuple[str, int] | None:
 # ---- clients ------------------------------------------------------------------------------------------
 
 
-def new_client(servers: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> KazooClient:
-    """A KazooClient for canal.zkServers (``host:port[,host:port...][/chroot]``), not started.
+@dataclass(frozen=True)
+class ZkServers:
+    """canal.zkServers with the credentials of canal.zookeeper.auth: what ``zk`` may be besides a started
+    client or a bare connect string (then nodes are created world-writable, as Canal does)."""
+
+    servers: str
+    auth: ZkAuth | None = None
+
+
+ZkTarget = KazooClient | str | ZkServers
+
+
+def zk_servers(servers: str, auth: str = "") -> ZkServers:
+    """canal.zkServers and canal.zookeeper.auth ("" or user:password) as one target."""
+    return ZkServers(servers, ZkAuth.parse(auth) if auth else None)
+
+
+def new_client(servers: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+               auth: ZkAuth | None = None) -> KazooClient:
+    """A KazooClient for canal.zkServers (``host:port[,host:port...][/chroot]``), not started. With ``auth`` it
+    authenticates (digest) and every node it creates gets ``auth.acl`` (kazoo's default_acl).
 
     Reconnection backs off to at most 2 s (kazoo's default grows to an hour): a server whose connection
     dropped should learn quickly whether its session survived."""
     if not servers:
         raise MetaStoreError("canal.zkServers is empty: set it to host:port[,host:port...][/chroot]")
     return KazooClient(hosts=servers, timeout=session_timeout_ms / 1000.0,
-                       connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0})
+                       connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
+                       auth_data=auth.auth_data if auth else None, default_acl=auth.acl if auth else None)
 
 
 def connect(servers: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-            timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> KazooClient:
-    """A started client (``new_client`` + start); MetaStoreError naming canal.zkServers when it cannot connect."""
-    client = new_client(servers, session_timeout_ms=session_timeout_ms)
+            timeout: float = DEFAULT_CONNECT_TIMEOUT_S, auth: ZkAuth | None = None) -> KazooClient:
+    """A started client (``new_client`` + start); MetaStoreError naming canal.zkServers when it cannot connect
+    (or canal.zookeeper.auth when ZooKeeper refuses the credentials)."""
+    client = new_client(servers, session_timeout_ms=session_timeout_ms, auth=auth)
     try:
         client.start(timeout=timeout)
     except (KazooTimeoutError, KazooException, OSError) as e:
@@ -236,16 +259,16 @@ class _SharedClients:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, int], tuple[KazooClient, int]] = {}
+        self._clients: dict[tuple[str, int, ZkAuth | None], tuple[KazooClient, int]] = {}
 
-    def acquire(self, servers: str, session_timeout_ms: int) -> KazooClient:
-        key = (servers, int(session_timeout_ms))
+    def acquire(self, servers: str, session_timeout_ms: int, auth: ZkAuth | None = None) -> KazooClient:
+        key = (servers, int(session_timeout_ms), auth)
         with self._lock:
             got = self._clients.get(key)
             if got is not None:
                 self._clients[key] = (got[0], got[1] + 1)
                 return got[0]
-            client = connect(servers, session_timeout_ms=session_timeout_ms)
+            client = connect(servers, session_timeout_ms=session_timeout_ms, auth=auth)
             self._clients[key] = (client, 1)
             return client
 
@@ -271,9 +294,10 @@ class ClientHolder:
     """A KazooClient given by the caller (used as is, never stopped here) or a connect string (a shared
     client acquired at ``acquire()`` and released at ``release()``)."""
 
-    def __init__(self, zk: KazooClient | str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
+    def __init__(self, zk: ZkTarget, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
         self._given = zk if isinstance(zk, KazooClient) else None
-        self._servers = zk if isinstance(zk, str) else ""
+        self._servers = zk.servers if isinstance(zk, ZkServers) else zk if isinstance(zk, str) else ""
+        self._auth = zk.auth if isinstance(zk, ZkServers) else None
         self._session_timeout_ms = session_timeout_ms
         self._client: KazooClient | None = self._given
         self._lock = threading.Lock()
@@ -290,7 +314,7 @@ class ClientHolder:
     def acquire(self) -> KazooClient:
         with self._lock:
             if self._client is None:
-                self._client = shared_clients.acquire(self._servers, self._session_timeout_ms)
+                self._client = shared_clients.acquire(self._servers, self._session_timeout_ms, self._auth)
             return self._client
 
     def release(self) -> None:
@@ -419,7 +443,8 @@ def _create_sequential(t: TransactionRequest, path: str, data: bytes) -> None:
     """A PERSISTENT_SEQUENTIAL create in a transaction. kazoo's ``TransactionRequest.create`` normalizes away
     the trailing "/" of ``.../mark/`` (KazooClient.create keeps it), which would create ``mark0000000001``
     beside ``mark``; Canal's node names are the bare 10-digit sequence, so the op is built here."""
-    t._add(Create(_prefix_root(t.client.chroot, path, trailing=True), data, OPEN_ACL_UNSAFE, 2), None)
+    acl = t.client.default_acl or OPEN_ACL_UNSAFE  # canal.zookeeper.auth's ACL when set, as every other create
+    t._add(Create(_prefix_root(t.client.chroot, path, trailing=True), data, acl, 2), None)
 
 
 @contextmanager
@@ -446,7 +471,7 @@ class ZooKeeperMetaManager(MetaManager):
     running monitor holds; ``set_fence`` wires it later. ``op_timeout_s``: how long one ZooKeeper call may
     wait (kazoo would wait for a reconnection forever); then MetaStoreError."""
 
-    def __init__(self, zk: KazooClient | str, *, fence: Fence | Iterable[Fence] | None = None,
+    def __init__(self, zk: ZkTarget, *, fence: Fence | Iterable[Fence] | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS, op_timeout_s: float = 10.0) -> None:
         self._holder = ClientHolder(zk, session_timeout_ms)
         self._writer = _Writer(self._holder, op_timeout_s)
@@ -735,7 +760,7 @@ class PeriodMixedMetaManager(MemoryMetaManager):
     - a destination is loaded from ZooKeeper the first time it is used; ``stop()`` flushes, then forgets.
     A write the fence refuses is logged and dropped (another server owns the destination now)."""
 
-    def __init__(self, zk: KazooClient | str, *, flush_period_ms: float = 1000,
+    def __init__(self, zk: ZkTarget, *, flush_period_ms: float = 1000,
                  fence: Fence | Iterable[Fence] | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
         super().__init__()
@@ -849,7 +874,7 @@ class ZooKeeperPositionManager(PositionManager):
     ZooKeeperLogPositionManager): LogPosition JSON without "@type", written on every ``persist`` (fenced
     like the cursors), read from ZooKeeper by ``get_latest``."""
 
-    def __init__(self, zk: KazooClient | str, *, fence: Fence | Iterable[Fence] | None = None,
+    def __init__(self, zk: ZkTarget, *, fence: Fence | Iterable[Fence] | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
         self.zookeeper = ZooKeeperMetaManager(zk, fence=fence, session_timeout_ms=session_timeout_ms)
 

@@ -38,7 +38,7 @@ from ..instance.config import (
 )
 from ..instance.instance import CanalInstance
 from ..meta import MetaStoreError, PeriodMixedMetaManager
-from ..meta.zookeeper import split_address
+from ..meta.zookeeper import split_address, zk_servers
 from .auth import AuthConfigError
 from .embedded import CanalServerError, CanalServerWithEmbedded
 from .metrics import MetricsServer
@@ -179,7 +179,7 @@ class CanalController:
         if split_address(self.address) is None:
             raise ConfigError(f"{c.conf_file}: canal.register.ip / canal.ip {host!r} gives no ip:port",
                               file=str(c.conf_file), key="canal.register.ip", value=host)
-        self.registration = ServerRegistration(c.zk_servers, self.address,
+        self.registration = ServerRegistration(zk_servers(c.zk_servers, c.zookeeper_auth), self.address,
                                                session_timeout_ms=c.zookeeper_session_timeout)
         try:
             self.registration.start()
@@ -191,8 +191,8 @@ class CanalController:
 
     def _start_monitor(self, name: str) -> None:
         assert self.address is not None
-        monitor = ServerRunningMonitor(self.canal.zk_servers, name, self.address,
-                                       session_timeout_ms=self.canal.zookeeper_session_timeout)
+        zk = zk_servers(self.canal.zk_servers, self.canal.zookeeper_auth)
+        monitor = ServerRunningMonitor(zk, name, self.address, session_timeout_ms=self.canal.zookeeper_session_timeout)
         monitor.on_start = lambda: self._on_active(name, monitor)
         monitor.on_stop = lambda: self._on_inactive(name)
         try:

@@ -54,6 +54,7 @@ from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
@@ -61,11 +62,14 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, WatchedEvent
 
+from ..meta.errors import MetaStoreError
+from ..meta.zkacl import AUTH_KEY, secure_tree
 from ..meta.zookeeper import (
     CLUSTER_ROOT,
     DEFAULT_SESSION_TIMEOUT_MS,
     ClientHolder,
     Fence,
+    ZkTarget,
     cluster_path,
     decode_running,
     destination_cluster_path,
@@ -120,7 +124,7 @@ class RunningMonitor:
     ``zk``: a KazooClient (yours) or a connect string (a shared client acquired at start, released at stop).
     ``fence``: bumped in the transaction that wins the node, held while active (None: no fencing)."""
 
-    def __init__(self, zk: KazooClient | str, *, path: str, data: bytes, address: str, parent: str,
+    def __init__(self, zk: ZkTarget, *, path: str, data: bytes, address: str, parent: str,
                  on_start: Callback | None = None, on_stop: Callback | None = None,
                  delay_s: float = DEFAULT_DELAY_S, fence: Fence | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS, name: str = "running") -> None:
@@ -438,7 +442,7 @@ class ServerRunningMonitor(RunningMonitor):
     destination's instance; ``delay_s``: how long a standby waits (Canal: 5 s); ``cid``: optional cluster id
     written as Canal's "cid"; ``session_timeout_ms``: for a client created from a connect string."""
 
-    def __init__(self, zk: KazooClient | str, destination: str, address: str, *,
+    def __init__(self, zk: ZkTarget, destination: str, address: str, *,
                  on_start: Callback | None = None, on_stop: Callback | None = None,
                  delay_s: float = DEFAULT_DELAY_S, cid: int | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
@@ -474,7 +478,7 @@ class ServerRegistration:
     """``/otter/canal/cluster/{ip:port}`` EPHEMERAL for as long as the server runs, re-created after a
     session expiry (Canal's CanalController registers it and re-registers on a new session)."""
 
-    def __init__(self, zk: KazooClient | str, address: str, *,
+    def __init__(self, zk: ZkTarget, address: str, *,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
         if split_address(address) is None:
             raise ValueError(f"address {address!r} is not ip:port")
@@ -488,6 +492,14 @@ class ServerRegistration:
         if self._started:
             return
         self._zk = self._holder.acquire()
+        if self._zk.default_acl:  # canal.zookeeper.auth: nodes made before it was set get its ACL too
+            try:
+                secure_tree(self._zk, self._zk.default_acl)
+            except NoAuthError as e:
+                self._holder.release()
+                raise MetaStoreError(f"ZooKeeper refused to set {AUTH_KEY}'s ACL on an existing node under /otter "
+                                     f"({e!r}): it is protected by other credentials; use those, or remove the "
+                                     f"node with them") from e
         self._zk.ensure_path(CLUSTER_ROOT)
         ensure_ephemeral(self._zk, self.path)
         self._started = True

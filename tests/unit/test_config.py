@@ -60,7 +60,7 @@ canal.instance.master.sslMode
 """.split()
 
 # keys of ours, beyond canal-compat §5 (each documented where it is used)
-EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.instance.parser.maxEventSize"]
+EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.zookeeper.auth", "canal.instance.parser.maxEventSize"]
 
 CONF = object()  # placeholder for "the conf directory of the test"
 T, F = "true", "false"
@@ -78,6 +78,7 @@ CASES: list[tuple[str, Any, str, Any, str | None]] = [
     ("canal.zkServers", "", "10.0.0.1:2181,10.0.0.2:2181/canal", "10.0.0.1:2181,10.0.0.2:2181/canal", "zk1"),
     ("canal.zookeeper.flush.period", 1000, "500", 500, "0"),
     ("canal.zookeeper.session.timeout", 90000, "4000", 4000, "500"),
+    ("canal.zookeeper.auth", "", "canal:s3cr:et", "canal:s3cr:et", None),  # invalid: never echoed (below)
     ("canal.serverMode", ServerMode.TCP, "KAFKA", ServerMode.KAFKA, "http"),
     ("canal.file.data.dir", CONF, "data", ("conf", "data"), ""),
     ("canal.file.flush.period", 1000, "2000", 2000, "1s"),
@@ -245,6 +246,15 @@ def test_invalid_value_names_file_and_key(tmp_path: Path, key: str, default: Any
         with pytest.raises(ConfigError) as e:
             canal.instance("example")
         assert f"{conf / 'example' / 'instance.properties'}:1: {key} = {invalid!r} is invalid" in str(e.value)
+
+
+def test_invalid_zookeeper_auth_is_not_echoed(tmp_path: Path) -> None:
+    for bad in ("canal-only", ":secret", "canal:"):
+        conf = _conf(tmp_path / str(abs(hash(bad))), canal={"canal.zookeeper.auth": bad})
+        with pytest.raises(ConfigError) as e:
+            CanalConfig.load(conf, env={})
+        assert "canal.zookeeper.auth = '***' is invalid: expected empty, or user:password" in str(e.value)
+        assert bad not in str(e.value) and e.value.value == "***"
 
 
 def test_invalid_messages_say_what_is_expected(tmp_path: Path) -> None:
