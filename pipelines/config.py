@@ -67,6 +67,7 @@ class CanalSettings:
     client_id: int = 1001
     address: str = ""                 # remote: host:port of a canal-server
     zk_servers: str = ""              # cluster: ZooKeeper connect string
+    zk_allowed: str = ""              # cluster: the only servers discovery may return (networks, addresses, names)
     username: str = ""                # remote/cluster: canal.user
     password: str = ""
     batch_entries: int = 1000         # one getWithoutAck: entries (ITEMSIZE stores) ...
@@ -330,6 +331,13 @@ def _validate(cfg: PipelineConfig, file: Path | str) -> PipelineConfig:
         raise err("canal.address", "mode remote needs the canal-server's host:port")
     if c.mode == "cluster" and not c.zk_servers:
         raise err("canal.zk_servers", "mode cluster needs the ZooKeeper connect string")
+    if c.zk_allowed:
+        from canal_core.client.zookeeper import parse_allowed
+
+        try:
+            parse_allowed(c.zk_allowed.split(","))
+        except ValueError as e:
+            raise err("canal.zk_allowed", f"{e} (comma-separated, e.g. 10.0.0.0/8,canal-1.example)") from None
     if not -32768 <= c.client_id <= 32767:
         raise err("canal.client_id", f"{c.client_id} is outside Canal's 16-bit client id range")
     for key, v in (("canal.batch_entries", c.batch_entries), ("canal.batch_bytes", c.batch_bytes),

@@ -372,7 +372,8 @@ class RemoteCanalSource(CanalSource):
         if self._zk is None:  # started on first use, never at import (run processes import this module)
             from canal_core.client.zookeeper import ServerDiscovery
 
-            self._zk = ServerDiscovery(self.config.canal.zk_servers, self.config.destination)
+            c = self.config.canal
+            self._zk = ServerDiscovery(c.zk_servers, self.config.destination, allowed=c.zk_allowed.split(","))
             self._zk.start()
         return self._zk.addresses()
 

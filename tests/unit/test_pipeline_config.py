@@ -85,6 +85,8 @@ def test_environment_overrides(tmp_path: Path) -> None:
     ("canal: {mode: kafka}\n", "canal.mode", "embedded, remote, cluster"),
     ("canal: {mode: remote}\n", "canal.address", "host:port"),
     ("canal: {client_id: 40000}\n", "canal.client_id", "16-bit"),
+    ("canal: {mode: cluster, zk_servers: 'z:2181', zk_allowed: '10.0.0.0/8,a b'}\n", "canal.zk_allowed",
+     "'a b' is neither a network, an address nor a host name"),
     ("timezone: Asia/Shanghai\n", "timezone", "only UTC"),
     ("changelog: {start_date: yesterday}\n", "changelog.start_date", "not a date"),
     ("maintenance: {cron: '@daily'}\n", "maintenance.cron", "5-field"),
