@@ -18,9 +18,9 @@ import gzip
 import logging
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeGuard
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -142,13 +142,17 @@ def _parsers(dest: Any) -> list[tuple[str, Any]]:
 
 class ClientMetrics:
     """The client_* metrics (Canal's PrometheusClientInstanceProfiler), fed by the TCP server: one call per
-    request or response, from any thread. A ``None`` destination (before a client authenticated) is
-    exported with an empty destination label.
+    request or response, from any thread.
+
+    Labelled series exist only for destinations ``is_known`` accepts (the server's running ones): an event
+    with no destination (the authentication exchange, which Canal does not count either, or a request that
+    names none) or naming any other destination is not counted, so what clients send cannot add series.
 
     As in Canal, a GET answered with an empty batch counts in ``empty_batch`` only, not in
     ``packet_received`` (call one of the two for a GET)."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_known: Callable[[str], bool]) -> None:
+        self._is_known = is_known
         self._packets = Counter("canal_instance_client_packets", "Total packets sent to client.",
                                 [DEST, "packetType"], registry=None)
         self._bytes = Counter("canal_instance_client_bytes", "Total bytes sent to client.", [DEST], registry=None)
@@ -160,22 +164,30 @@ class ClientMetrics:
         self._latency = Histogram("canal_instance_client_request_latency", "Client request latency.", [DEST],
                                   buckets=(2.5, 10.0, 25.0, 100.0), registry=None)
 
+    def _known(self, destination: str | None) -> TypeGuard[str]:
+        return destination is not None and destination != "" and self._is_known(destination)
+
     def packet_received(self, destination: str | None, packet_type: str) -> None:
-        self._packets.labels(destination or "", packet_type).inc()
+        if self._known(destination):
+            self._packets.labels(destination, packet_type).inc()
 
     def bytes_sent(self, destination: str | None, nbytes: int) -> None:
-        self._bytes.labels(destination or "").inc(nbytes)
+        if self._known(destination):
+            self._bytes.labels(destination).inc(nbytes)
 
     def empty_batch(self, destination: str) -> None:
-        self._empty.labels(destination or "").inc()
+        if self._known(destination):
+            self._empty.labels(destination).inc()
 
     def request_error(self, destination: str | None, error_code: int) -> None:
-        if error_code > 0:  # 0 is the protocol's "no error" (Canal counts codes > 0 only)
-            self._errors.labels(destination or "", str(error_code)).inc()
+        # 0 is the protocol's "no error" (Canal counts codes > 0 only); the codes are the server's own
+        if error_code > 0 and self._known(destination):
+            self._errors.labels(destination, str(error_code)).inc()
 
     def request_latency(self, destination: str | None, packet_type: str, seconds: float) -> None:
         # Canal's histogram is per destination only: packet_type is part of the hook for other exporters
-        self._latency.labels(destination or "").observe(seconds * 1000.0)
+        if self._known(destination):
+            self._latency.labels(destination).observe(seconds * 1000.0)
 
     def collect(self) -> Iterator[Metric]:
         for m in (self._packets, self._bytes, self._empty, self._errors, self._latency):
@@ -216,7 +228,7 @@ class MetricsServer:
                  client_metrics: ClientMetrics | None = None) -> None:
         self.host = host
         self._port = port
-        self.client_metrics = client_metrics if client_metrics is not None else ClientMetrics()
+        self.client_metrics = client_metrics if client_metrics is not None else ClientMetrics(server.is_start)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(CanalCollector(server))
         self.registry.register(self.client_metrics)
