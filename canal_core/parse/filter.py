@@ -27,8 +27,13 @@ import re2
 MAX_FILTER_CHARS = 1 << 20
 # Echoed specs are cut: an error must not copy a megabyte of client text into the log and the Ack.
 _ECHO_CHARS = 200
-# RE2's own default (8 MiB) refuses lists of a few thousand tables; 64 MiB keeps any realistic list.
-_MAX_MEM = 64 << 20
+# RE2's own default bound on a compiled program. It also bounds the time a compile takes (the GIL is held
+# meanwhile): about a second at worst, and a pattern over the bound is refused at once. A list of 10,000 table
+# names fits.
+_MAX_MEM = 8 << 20
+# Naming the pattern at fault compiles each pattern alone: only for lists up to this long, so that a refused
+# list costs no more than an accepted one.
+_NAME_FAULT_UP_TO = 256
 
 
 class FilterConfigError(ValueError):
@@ -101,11 +106,15 @@ class TableFilter:
         self.patterns = tuple(patterns)
         self._regex: Any = None
         if patterns:
-            for p in patterns:  # one by one first, so that the error names the pattern at fault
-                compile_linear(p, key, spec=p)
             # longest first, as Canal orders them; alternation of anchored patterns
             ordered = sorted(patterns, key=len, reverse=True)
-            self._regex = compile_linear("|".join(f"^(?:{p})$" for p in ordered), key, spec=self.spec)
+            try:
+                self._regex = compile_linear("|".join(f"^(?:{p})$" for p in ordered), key, spec=self.spec)
+            except FilterConfigError:
+                if len(patterns) <= _NAME_FAULT_UP_TO:
+                    for p in patterns:  # the error names the pattern at fault, when one is
+                        compile_linear(p, key, spec=p)
+                raise
         self._match = lru_cache(maxsize=4096)(self._match_uncached)
 
     def _match_uncached(self, name: str) -> bool:

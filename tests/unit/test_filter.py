@@ -128,3 +128,19 @@ def test_error_names_the_pattern_at_fault_and_cuts_long_text() -> None:
         TableFilter("a\\.b,(x)\\1" + "y" * 10_000, empty_accepts=True, key="k")
     assert str(e.value).startswith("k='(x)\\\\1yyy") and "(10005 characters)" in str(e.value)
     assert len(str(e.value)) < 600
+
+
+@pytest.mark.timeout(20)
+def test_compiling_is_bounded() -> None:
+    # a short pattern whose program is huge is refused at once, not compiled for seconds with the GIL held
+    start = time.perf_counter()
+    with pytest.raises(FilterConfigError, match=r"canal\.instance\.filter\.regex.*too large"):
+        TableFilter(".{1000}" * 100, empty_accepts=True)
+    # a long list with one bad pattern costs one compile, not one per pattern
+    names = [f"db\\.t_{i:05d}" for i in range(20_000)]
+    with pytest.raises(FilterConfigError, match="RE2"):
+        TableFilter(",".join([*names, "db\\.(t)\\1"]), empty_accepts=True)
+    assert time.perf_counter() - start < 3
+    # and such a list of table names is accepted
+    f = TableFilter(",".join(names[:10_000]), empty_accepts=True)
+    assert f.matches("DB", "t_09999") and not f.matches("db", "t_10000")
