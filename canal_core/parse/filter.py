@@ -10,8 +10,8 @@ the text whatever the pattern, so a pattern such as ``(?:[a-z_.0-9]+)+#`` cannot
 does a backtracking engine (Python's ``re``, Java's). Canal compiles its filters with Jakarta ORO's Perl 5
 syntax, which RE2 shares except for the constructs that need backtracking: backreferences (``\\1``),
 lookahead (``(?=``, ``(?!``), lookbehind, possessive quantifiers (``a*+``), atomic groups (``(?>``) and a
-few others (``\\Z``, ``(?x)``). A filter using them is
-refused with a FilterConfigError naming the key or the client (docs/tcp-server.md).
+few others (``\\Z``, ``(?x)``). A filter using them is refused with a FilterConfigError naming the key or
+the client (docs/tcp-server.md).
 """
 
 from __future__ import annotations
