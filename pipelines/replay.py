@@ -85,7 +85,8 @@ def binlog_head(conn_kwargs: dict[str, Any]) -> Position:
 
 def _tables_regex(tables: list[str]) -> str:
     def esc(name: str) -> str:
-        return "".join("\\" + ch if not (ch.isalnum() or ch == "_") else ch for ch in name)
+        # ASCII punctuation escaped; other characters are literals to RE2, which refuses an escaped one
+        return "".join("\\" + ch if ch.isascii() and not (ch.isalnum() or ch == "_") else ch for ch in name)
 
     out = []
     for t in tables:

@@ -264,7 +264,8 @@ def _scalar(t: MysqlType, timezone: str) -> Callable[[str], Any]:
             return Decimal
         return int
     if k == "decimal":
-        return Decimal if t.precision_scale[0] <= _DECIMAL_MAX else str
+        # Canal leaves out zero digits (1.00 is "1.0"): a wide decimal's staged text has all of them
+        return Decimal if t.precision_scale[0] <= _DECIMAL_MAX else _plain_decimal(t.precision_scale[1])
     if k == "float":
         # Arrow's parser rounds the decimal text to float32 directly, as the vectorized path does
         return lambda s: pa.scalar(s, pa.string()).cast(pa.float32()).as_py()
@@ -316,8 +317,10 @@ def convert_texts(mysql_type: str, texts: Sequence[str | None] | pa.Array, timez
     arr = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
     if k == "binary":
         return pa.array([None if s is None else s.encode("latin-1") for s in arr.to_pylist()], pa.binary()), 0
-    if k == "string" or (k == "decimal" and typ == pa.string()):
+    if k == "string":
         return arr, 0
+    if k == "decimal" and typ == pa.string():
+        return _python_array(_scalar(t, timezone), arr, typ)
     try:
         if k in ("int", "year", "bit", "decimal", "float", "double"):
             return arr.cast(typ), 0
@@ -357,6 +360,18 @@ def _time_text(v: dt.timedelta, fsp: int) -> str:
     return text + "." + f"{frac:06d}"[:fsp] if fsp else text
 
 
+def _plain_decimal(scale: int) -> Callable[[Any], str]:
+    """A DECIMAL value (Decimal, or Canal's text of it) -> plain text with exactly ``scale`` fraction digits
+    and no "-0": the staged form of a decimal too wide for decimal128, the same from a snapshot and a window."""
+    unit = Decimal(1).scaleb(-scale)
+
+    def plain(v: Any) -> str:
+        q = Decimal(v).quantize(unit, context=_WIDE)
+        return format(q if q else abs(q), "f")
+
+    return plain
+
+
 def _db(t: MysqlType) -> Callable[[Any], Any]:
     k = t.kind
     if k in ("int", "year", "bit"):
@@ -369,15 +384,7 @@ def _db(t: MysqlType) -> Callable[[Any], Any]:
 
         return integer
     if k == "decimal":
-        if t.precision_scale[0] <= _DECIMAL_MAX:
-            return Decimal
-        unit = Decimal(1).scaleb(-t.precision_scale[1])
-
-        def plain(v: Any) -> str:
-            q = Decimal(v).quantize(unit, context=_WIDE)
-            return format(q if q else abs(q), "f")  # BigDecimal.toPlainString: all scale digits, no "-0"
-
-        return plain
+        return Decimal if t.precision_scale[0] <= _DECIMAL_MAX else _plain_decimal(t.precision_scale[1])
     if k == "float":
         return lambda v: struct.unpack("<f", struct.pack("<f", float(v)))[0]
     if k == "double":

@@ -40,11 +40,13 @@ Column (LogEventConvert.parseOneRow + RowsLogBuffer.fetchValue/mysqlToJavaType):
   CHAR 1; VARCHAR 12; JSON VARCHAR 12; TEXT types CLOB 2005; BLOB types, BINARY, VARBINARY and
   GEOMETRY BLOB 2004 (a column is binary when its COLUMN_TYPE contains "binary"; text when it is
   exactly tinytext/text/mediumtext/longtext). NULL values keep the type-level code instead:
-  the integer/decimal/float/temporal codes above, YEAR 12, ENUM 4, SET BINARY -2, TINYBLOB/TINYTEXT
-  VARBINARY -3, other BLOB/TEXT LONGVARBINARY -4, VARBINARY -3, BINARY -2, VARCHAR 12, CHAR 1,
-  GEOMETRY -2, JSON (and anything else) OTHER 1111.
-- value text: integers in decimal (unsigned as unsigned); DECIMAL as BigDecimal.toPlainString (all
-  scale digits, no exponent, no "-0"); FLOAT/DOUBLE as Java Float/Double.toString (javafmt);
+  the integer/decimal/float/temporal codes above, YEAR 12, ENUM 4, VARCHAR 12, CHAR 1, JSON (and
+  anything else) OTHER 1111; the types whose type-level code is BINARY -2, VARBINARY -3 or
+  LONGVARBINARY -4 (SET, GEOMETRY, BINARY, VARBINARY, the BLOB and TEXT types) carry CLOB 2005 for a
+  text column, else BLOB 2004, as Canal 1.1.7+ does (1.1.6 and older sent the -2/-3/-4 codes).
+- value text: integers in decimal (unsigned as unsigned); DECIMAL as Canal's decoder writes it
+  (entry/decimals.py: zero digits after the last full 9-digit word are left out, so DECIMAL(12,2)
+  1.00 is "1.0"); FLOAT/DOUBLE as Java Float/Double.toString (javafmt);
   BIT and SET as the unsigned number; ENUM as its 1-based index (0 for the invalid ''), as Canal
   does; YEAR as the year, "0000" for 0; DATE "YYYY-MM-DD"; DATETIME "YYYY-MM-DD HH:MM:SS" plus
   "." and exactly fsp fraction digits when the column has fsp > 0; TIME "[-]HH:MM:SS[.f]" (hours
@@ -95,6 +97,7 @@ from ..parse.model import (
     TableMeta,
 )
 from . import wire as W
+from .decimals import decimal_formatter
 from .javafmt import java_double_to_string, java_float_to_string
 from .model import (
     ENTRY_GTIDLOG,
@@ -275,14 +278,6 @@ def _time_text(v: Any, fsp: int) -> str:
     if fsp:
         text += "." + f"{frac:06d}"[:fsp]
     return text
-
-
-def _decimal_text(v: Any) -> str:
-    if isinstance(v, Decimal):
-        if not v:
-            v = abs(v)  # BigDecimal has no negative zero
-        return format(v, "f")
-    return str(v)
 
 
 _Fmt = Callable[[Any], tuple[int, str]]
@@ -616,7 +611,8 @@ class EntryConverter:
             return _int_fmt(base, bits, bumped, unsigned), base, _Fast("uint" if unsigned else "int", base,
                                                                         1 << (bits - 1))
         if t in (T.NEWDECIMAL, T.DECIMAL):
-            return (lambda v: (J.DECIMAL, _decimal_text(v))), J.DECIMAL, _Fast("decimal", J.DECIMAL)
+            dec = decimal_formatter(col.scale)
+            return (lambda v: (J.DECIMAL, dec(v))), J.DECIMAL, _Fast("decimal", J.DECIMAL, dec)
         if t == T.FLOAT:
             return (lambda v: (J.REAL, java_float_to_string(v))), J.REAL, None
         if t == T.DOUBLE:
@@ -651,18 +647,17 @@ class EntryConverter:
         if t == T.SET:
             values = (cm.set_values if cm is not None else None) or col.set_values or ()
             bit = {v: 1 << i for i, v in enumerate(values)}
-            return (lambda v: (J.BIT, str(v if isinstance(v, int) else _set_mask(v, bit)))), J.BINARY, None
+            return (lambda v: (J.BIT, str(v if isinstance(v, int) else _set_mask(v, bit)))), J.BLOB, None
         if t in (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB):
-            null_type = J.VARBINARY if col.meta == 1 else J.LONGVARBINARY
+            # a NULL carries the code its values carry (Canal 1.1.7+ maps its -3/-4 to CLOB/BLOB)
             if ctype in _TEXT_TYPES or (cm is None and col.collation not in (None, 63)):
                 decode = _text_decoder(col, cm)
-                return (lambda v: (J.CLOB, decode(v))), null_type, _Fast("str", J.CLOB)
-            return (lambda v: (J.BLOB, _to_latin1(v))), null_type, _Fast("latin1", J.BLOB)
+                return (lambda v: (J.CLOB, decode(v))), J.CLOB, _Fast("str", J.CLOB)
+            return (lambda v: (J.BLOB, _to_latin1(v))), J.BLOB, _Fast("latin1", J.BLOB)
         if t in (T.VARCHAR, T.VAR_STRING, T.STRING):
             binary = "binary" in ctype if cm is not None else col.collation == 63
             if binary:
-                return ((lambda v: (J.BLOB, _to_latin1(v))), (J.VARBINARY if t != T.STRING else J.BINARY),
-                        _Fast("latin1", J.BLOB))
+                return (lambda v: (J.BLOB, _to_latin1(v))), J.BLOB, _Fast("latin1", J.BLOB)
             st = J.CHAR if t == T.STRING else J.VARCHAR
             decode = _text_decoder(col, cm)
             return (lambda v: (st, decode(v))), st, _Fast("str", st)
@@ -670,7 +665,7 @@ class EntryConverter:
             return ((lambda v: (J.VARCHAR, v if isinstance(v, str) else _text_decoder(col, cm)(v))), J.OTHER,
                     _Fast("str", J.VARCHAR))
         if t == T.GEOMETRY:
-            return (lambda v: (J.BLOB, _to_latin1(v))), J.BINARY, _Fast("latin1", J.BLOB)
+            return (lambda v: (J.BLOB, _to_latin1(v))), J.BLOB, _Fast("latin1", J.BLOB)
         if t == T.VECTOR:
             return ((lambda v: (J.OTHER, "[" + ",".join(java_float_to_string(x) for x in v) + "]")), J.OTHER,
                     None)
@@ -858,9 +853,8 @@ def _fast_code(fast: _Fast, v: str, name: Callable[[Any], str]) -> tuple[str, li
         return f"{v}.__class__ is int and {v} < {arg}", [f"t = str({v})"], ".encode()"
     if kind == "uint":  # values from the upper half move up one sqlType: left to the formatter
         return f"{v}.__class__ is int and 0 <= {v} < {arg}", [f"t = str({v})"], ".encode()"
-    if kind == "decimal":  # str() is toPlainString unless it chose an exponent; zero: no "-0"
-        return (f"{v}.__class__ is _Decimal and {v}", [f"t = str({v})", f"if 'E' in t: t = format({v}, 'f')"],
-                ".encode()")
+    if kind == "decimal":  # the column's decimal_text (its scale decides which zero digits are written)
+        return f"{v}.__class__ is _Decimal", [f"t = {name(arg)}({v})"], ".encode()"
     if kind == "double":
         # Double.toString prints this range plainly, with repr's digits (the shortest that round-trip);
         # its extra rule for 1-digit results (also weigh 2-digit decimals) only matters where doubles

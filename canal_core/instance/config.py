@@ -640,6 +640,9 @@ _pos_int = _int(1)
 KEYS: tuple[Key, ...] = (
     # canal.properties: the server
     _k("canal.ip", "ip", _text, "", SERVER, "address to bind; empty = all"),
+    # ours (Canal binds its metrics on every interface): docs/metrics.md "Bind address"
+    _k("canal.metrics.pull.ip", "metrics_pull_ip", _text, "${canal.ip}", SERVER,
+       "address the metrics endpoint binds; default canal.ip; canal-core extension"),
     _k("canal.register.ip", "register_ip", _text, "", SERVER, "address registered in ZooKeeper"),
     _k("canal.port", "port", _port, "11111", SERVER),
     _k("canal.metrics.pull.port", "metrics_pull_port", _port, "11112", SERVER),
@@ -840,6 +843,7 @@ class CanalConfig:
 
     conf_file: Path
     ip: str
+    metrics_pull_ip: str
     register_ip: str
     port: int
     metrics_pull_port: int

@@ -21,6 +21,7 @@ import pymysql
 from ..entry.convert import EntryConverter
 from ..meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, meta_position_manager
 from ..meta.zookeeper import Fence, PeriodMixedMetaManager, zk_servers
+from ..parse.filter import TableFilter
 from ..parse.history import SchemaHistory, format_position
 from ..parse.model import EntryPosition, LogPosition
 from ..parse.parser import EventParser, ParserConfig
@@ -95,10 +96,8 @@ class CanalInstance(Destination):
         # blocks while the store is full: back-pressure on the parser
         self.store.put([StoredEvent.from_entry(e) for e in entries])
 
-    def _replace_filter(self, regex: str) -> None:
-        from ..parse.filter import TableFilter
-
-        self.parser.filter.white = TableFilter(regex, empty_accepts=True)
+    def _replace_filter(self, table_filter: TableFilter) -> None:
+        self.parser.filter.white = table_filter
 
     def start(self) -> None:
         super().start()

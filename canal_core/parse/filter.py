@@ -1,20 +1,70 @@
 """Canal's filters: table white/black regexes, field filters and the query/DML kind switches.
 
-Table regex rules (canal.instance.filter.regex / .black.regex): the list is split on top-level commas
-(a comma inside (), [] or {} belongs to its pattern, so `db\\.t{1,3}` stays whole), each pattern is
-anchored ^...$ and matched case-insensitively against "schema.table". An empty white filter accepts
-everything; an empty black filter rejects nothing.
+Table regex rules (canal.instance.filter.regex / .black.regex, and a client's subscription filter, which
+replaces the white one): the list is split on top-level commas (a comma inside (), [] or {} belongs to its
+pattern, so `db\\.t{1,3}` stays whole), each pattern is anchored ^...$ and matched case-insensitively
+against "schema.table". An empty white filter accepts everything; an empty black filter rejects nothing.
+
+Every regex here, configured or sent by a client, runs on RE2 (google-re2): matching takes time linear in
+the text whatever the pattern, so a pattern such as ``(?:[a-z_.0-9]+)+#`` cannot freeze the process as it
+does a backtracking engine (Python's ``re``, Java's). Canal compiles its filters with Jakarta ORO's Perl 5
+syntax, which RE2 shares except for the constructs that need backtracking: backreferences (``\\1``),
+lookahead (``(?=``, ``(?!``), lookbehind, possessive quantifiers (``a*+``), atomic groups (``(?>``) and a
+few others (``\\Z``, ``(?x)``). A filter using them is refused with a FilterConfigError naming the key or
+the client (docs/tcp-server.md).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
+
+import re2
+
+# A filter is a list of table names or patterns; this bounds the work a client can ask for with one
+# (RE2 bounds the compiled program by its max_mem on top of this).
+MAX_FILTER_CHARS = 1 << 20
+# Echoed specs are cut: an error must not copy a megabyte of client text into the log and the Ack.
+_ECHO_CHARS = 200
+# RE2's own default bound on a compiled program. It also bounds the time a compile takes (the GIL is held
+# meanwhile): about a second at worst, and a pattern over the bound is refused at once. A list of 10,000 table
+# names fits.
+_MAX_MEM = 8 << 20
+# Naming the pattern at fault compiles each pattern alone: only for lists up to this long, so that a refused
+# list costs no more than an accepted one.
+_NAME_FAULT_UP_TO = 256
 
 
 class FilterConfigError(ValueError):
-    """A filter setting that cannot be compiled; names the config key."""
+    """A filter setting that cannot be compiled; names the config key (or the client that sent it)."""
+
+
+def _options(*, case_sensitive: bool = False, dot_nl: bool = False) -> Any:
+    opts = re2.Options()
+    opts.case_sensitive = case_sensitive
+    opts.dot_nl = dot_nl
+    opts.log_errors = False  # a refused pattern is our error to report, not a line on stderr per attempt
+    opts.max_mem = _MAX_MEM
+    return opts
+
+
+def _echo(spec: str) -> str:
+    return repr(spec) if len(spec) <= _ECHO_CHARS else f"{spec[:_ECHO_CHARS]!r}... ({len(spec)} characters)"
+
+
+def compile_linear(pattern: str, key: str, *, spec: str | None = None, case_sensitive: bool = False,
+                   dot_nl: bool = False) -> Any:
+    """``pattern`` compiled with RE2; FilterConfigError naming ``key`` (and echoing ``spec``, the text as
+    given, cut) when RE2 cannot compile it."""
+    try:
+        return re2.compile(pattern, _options(case_sensitive=case_sensitive, dot_nl=dot_nl))
+    except re2.error as e:
+        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise FilterConfigError(
+            f"{key}={_echo(pattern if spec is None else spec)}: not a regular expression this server runs "
+            f"({reason}); filters run on RE2 (linear time), which has no backreferences, lookaround, "
+            "possessive quantifiers, atomic groups, \\Z or (?x)") from None
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -50,17 +100,21 @@ class TableFilter:
     def __init__(self, spec: str | None, *, empty_accepts: bool, key: str = "canal.instance.filter.regex") -> None:
         self.spec = (spec or "").strip()
         self.empty_accepts = empty_accepts
+        if len(self.spec) > MAX_FILTER_CHARS:
+            raise FilterConfigError(f"{key}={_echo(self.spec)}: longer than {MAX_FILTER_CHARS} characters")
         patterns = split_top_level(self.spec)
         self.patterns = tuple(patterns)
-        if not patterns:
-            self._regex = None
-        else:
+        self._regex: Any = None
+        if patterns:
+            # longest first, as Canal orders them; alternation of anchored patterns
+            ordered = sorted(patterns, key=len, reverse=True)
             try:
-                # longest first, as Canal orders them; alternation of anchored patterns
-                ordered = sorted(patterns, key=len, reverse=True)
-                self._regex = re.compile("|".join(f"^(?:{p})$" for p in ordered), re.IGNORECASE)
-            except re.error as e:
-                raise FilterConfigError(f"{key}={self.spec!r}: invalid regular expression ({e})") from e
+                self._regex = compile_linear("|".join(f"^(?:{p})$" for p in ordered), key, spec=self.spec)
+            except FilterConfigError:
+                if len(patterns) <= _NAME_FAULT_UP_TO:
+                    for p in patterns:  # the error names the pattern at fault, when one is
+                        compile_linear(p, key, spec=p)
+                raise
         self._match = lru_cache(maxsize=4096)(self._match_uncached)
 
     def _match_uncached(self, name: str) -> bool:
@@ -162,10 +216,13 @@ class EventFilter:
         return None
 
 
-_DCL = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(GRANT|REVOKE|CREATE\s+USER|DROP\s+USER|ALTER\s+USER|RENAME\s+USER|"
-                  r"SET\s+PASSWORD|CREATE\s+ROLE|DROP\s+ROLE|SET\s+DEFAULT\s+ROLE|FLUSH\s+PRIVILEGES)\b",
-                  re.IGNORECASE | re.DOTALL)
-_DML = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE|LOAD\s+DATA)\b", re.IGNORECASE | re.DOTALL)
+# Statements come from the binlog, written by any user of the source: RE2 too (with Python's re the leading
+# comment group backtracks exponentially over a run of comments before an unmatched statement).
+_DCL = compile_linear(r"^\s*(?:/\*.*?\*/\s*)*(GRANT|REVOKE|CREATE\s+USER|DROP\s+USER|ALTER\s+USER|RENAME\s+USER|"
+                      r"SET\s+PASSWORD|CREATE\s+ROLE|DROP\s+ROLE|SET\s+DEFAULT\s+ROLE|FLUSH\s+PRIVILEGES)\b",
+                      "statement kind", dot_nl=True)
+_DML = compile_linear(r"^\s*(?:/\*.*?\*/\s*)*(INSERT|UPDATE|DELETE|REPLACE|LOAD\s+DATA)\b", "statement kind",
+                      dot_nl=True)
 
 
 def dml_verb(sql: str) -> str | None:

@@ -33,6 +33,7 @@ import pymysql
 from ..binlog import ABSENT, DEFAULT_MAX_EVENT_SIZE, BinlogDecoder
 from ..binlog import events as E
 from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
+from ..entry.convert import GtidInfo
 from ..mysql import ConnectionLostError, PacketTooLargeError, ReplicationConnection, ReplicationError
 from .ddl import parse_ddl
 from .filter import EventFilter, dml_verb, statement_kind
@@ -300,7 +301,7 @@ class EventParser:
             decoder = BinlogDecoder(checksum=None, schema_hints=self._hints, table_filter=self.filter.table,
                                     file=start.journal_name or None, max_event_size=self.config.max_event_size)
             stream = conn.dump(start.journal_name, start.position, gtid=start.gtid if gtid_mode else None)
-            state = _TxState(gtid_state)
+            state = _TxState(gtid_state, by_gtid=gtid_mode)
             first = True
             for raw in stream:
                 if first:  # the server streams (a heartbeat counts): an earlier error is over
@@ -364,10 +365,12 @@ class EventParser:
             st.in_tx = not ev.standalone
             st.begin_position = ev.position
             if not ev.standalone:
-                self._emit([converter.begin(ev, st.gtid_text(ev.gtid))])
+                self._emit([converter.begin(ev, st.gtid_arg())])
             return
         if isinstance(ev, E.GtidEvent):
             st.pending_gtid = None if ev.anonymous else ev.gtid
+            if not ev.anonymous:
+                st.gtid_event = ev
             return
         if isinstance(ev, E.QueryEvent):
             self._query(ev, decoder, converter, st)
@@ -381,7 +384,7 @@ class EventParser:
             return
         if isinstance(ev, E.XidEvent):
             st.commit()
-            self._emit([converter.end(ev, st.gtid_text())])
+            self._emit([converter.end(ev, st.gtid_arg())])
             self._boundary(ev, st)
             return
         if isinstance(ev, E.HeartbeatEvent):
@@ -397,11 +400,11 @@ class EventParser:
         if upper.startswith("BEGIN"):
             st.in_tx = True
             if not isinstance(st.gtid_state, MariaGtidPosition):
-                self._emit([converter.begin(ev, st.gtid_text())])
+                self._emit([converter.begin(ev, st.gtid_arg())])
             return
         if upper.startswith("COMMIT") and st.in_tx:
             st.commit()
-            self._emit([converter.end(ev, st.gtid_text())])
+            self._emit([converter.end(ev, st.gtid_arg())])
             self._boundary(ev, st)
             return
         kind = statement_kind(sql)
@@ -414,14 +417,14 @@ class EventParser:
                 schema, table = (target.schema or ev.schema, target.table) if target.table else (ev.schema, "")
                 if not table or f.table(schema, table):
                     self._emit([converter.ddl(ev, DdlResult(etype, schema, table, ev.schema, (), True),
-                                              st.gtid_text())])
+                                              st.gtid_arg())])
             return
         result = self.history.apply_ddl(ev.schema, sql, self._pos(ev, st), is_subscribed=self.filter.table)
         decoder.invalidate_table_cache()
         st.commit()
         wanted = not (kind == "dcl" and f.query_dcl) and not f.query_ddl
         if wanted and (not result.tables or any(f.table(s, t) for s, t in result.tables)):
-            self._emit([converter.ddl(ev, result, st.gtid_text())])
+            self._emit([converter.ddl(ev, result, st.gtid_arg())])
         if not st.in_tx:
             self._boundary(ev, st)
 
@@ -441,7 +444,7 @@ class EventParser:
         keep = f.columns(tdef.schema, tdef.table, [c.name for c in meta.columns])
         if keep is not None:  # field filters: dropped columns become ABSENT, which entries leave out
             ev = dataclasses.replace(ev, rows=_mask_rows(ev.rows, ev.kind, keep))
-        self._emit([converter.rows(ev, meta, st.gtid_text())])
+        self._emit([converter.rows(ev, meta, st.gtid_arg())])
 
     # ---- positions -----------------------------------------------------------------------------
 
@@ -510,10 +513,16 @@ def _mask_rows(rows: list[Any], kind: str, keep: list[bool]) -> list[Any]:
 
 
 class _TxState:
-    """GTID and transaction tracking across events of one dump."""
+    """GTID and transaction tracking across events of one dump.
 
-    def __init__(self, gtid_state: MySQLGtidSet | MariaGtidPosition | None) -> None:
+    ``by_gtid``: the dump goes by GTID (gtidon with a start GTID). Only then do entries and recorded positions
+    carry GTIDs, as Canal's decoder fills them only when its dump was given a GTID set: the executed set
+    (Header.gtid) and, for a MySQL GTID event, curtGtid / curtGtidSn / curtGtidLct."""
+
+    def __init__(self, gtid_state: MySQLGtidSet | MariaGtidPosition | None, *, by_gtid: bool = True) -> None:
         self.gtid_state = gtid_state
+        self.by_gtid = by_gtid
+        self.gtid_event: E.GtidEvent | None = None  # the last MySQL GTID event (Canal's context keeps it too)
         self.pending_gtid: str | None = None
         self.standalone = False
         self.in_tx = False
@@ -538,10 +547,21 @@ class _TxState:
         self.pending_gtid = None
         self.in_tx = False
 
+    def gtid_arg(self) -> GtidInfo | str:
+        """What the converter puts in an entry's header (Header.gtid and the curtGtid props)."""
+        text = self.gtid_text()
+        ev = self.gtid_event
+        if not text or ev is None:
+            return text
+        # Canal prints the logical clock as 0 when the event has none (MySQL 5.6)
+        return GtidInfo(executed=text, current=ev.gtid, sequence_number=ev.sequence_number or 0,
+                        last_committed=ev.last_committed or 0)
+
     def gtid_text(self, current: str | None = None) -> str:
         """The executed set the entries of the current transaction carry: as Canal's LogDecoder does, it already
-        includes the transaction's own GTID from its GTID event on (the resume state adds it only at commit)."""
-        if self.gtid_state is None:
+        includes the transaction's own GTID from its GTID event on (the resume state adds it only at commit).
+        Empty unless the dump goes by GTID."""
+        if self.gtid_state is None or not self.by_gtid:
             return ""
         g = self.pending_gtid
         if g is None:

@@ -81,7 +81,7 @@ class CanalController:
         self.metrics: MetricsServer | None = None
         if tcp:
             # the server process also exports Canal's Prometheus metrics on canal.metrics.pull.port
-            self.metrics = MetricsServer(self.server, self.canal.ip, self.canal.metrics_pull_port)
+            self.metrics = MetricsServer(self.server, self.canal.metrics_pull_ip, self.canal.metrics_pull_port)
             self.tcp = self._tcp_server(tcp_hooks or self.metrics.client_metrics)
         self.failed: dict[str, str] = {}  # destination -> last error, retried at the next scan
         self._scanned: dict[str, ScannedDestination] = {}
@@ -130,7 +130,7 @@ class CanalController:
             try:
                 self.metrics.start()
             except OSError as e:  # as Canal: the server runs on without its metrics endpoint
-                log.warning("metrics on %s:%d not started: %s", self.canal.ip or "0.0.0.0",
+                log.warning("metrics on %s:%d not started: %s", self.canal.metrics_pull_ip or "0.0.0.0",
                             self.canal.metrics_pull_port, e)
         if self.ha:
             self._register()

@@ -17,12 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..meta import BatchLedger, ClientIdentity, MetaManager, PositionRange
+from ..parse.filter import FilterConfigError, TableFilter
 from ..parse.model import LogIdentity, LogPosition
 from ..store.ring import MemoryEventStore, StoredEvent
 
 
 class CanalServerError(Exception):
     """A request the server cannot serve (unknown destination, stopped instance)."""
+
+
+class SubscriptionFilterError(CanalServerError):
+    """A client's subscription filter that cannot be compiled; names the client and the destination."""
 
 
 @dataclass(slots=True)
@@ -109,13 +114,21 @@ class CanalServerWithEmbedded:
     # ---- Canal's API ---------------------------------------------------------------------------
 
     def subscribe(self, client: ClientIdentity) -> None:
+        """Canal's subscribe; a filter RE2 cannot run is refused before anything is stored (SubscriptionFilterError)."""
         dest = self._dest(client.destination)
+        table_filter = None
+        if client.filter:
+            key = f"filter of clientId:{client.client_id} destination:{client.destination}"
+            try:
+                table_filter = TableFilter(client.filter, empty_accepts=True, key=key)
+            except FilterConfigError as e:
+                raise SubscriptionFilterError(str(e)) from None
         with dest.lock:
             dest.meta.subscribe(client)
-            if client.filter:
+            if table_filter is not None:
                 # a non-empty client filter replaces the instance's filter regex (Canal's rule)
                 for listener in dest.filter_listeners:
-                    listener(client.filter)
+                    listener(table_filter)
 
     def unsubscribe(self, client: ClientIdentity) -> None:
         dest = self._dest(client.destination)

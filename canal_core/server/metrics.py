@@ -4,7 +4,8 @@
   time: no polling thread, nothing cached. The counters live on the instance's parser and store, so a
   restarted destination starts again from zero, as Canal's (its collectors re-register the new instance).
 - ``ClientMetrics``: the client-facing counters, fed by the TCP server per request (its ClientHooks).
-- ``MetricsServer``: GET /metrics (and /, as Canal's HTTPServer answers any path) from its own registry.
+- ``MetricsServer``: GET /metrics (and /, as Canal's HTTPServer answers any path) from its own registry, with
+  bounded connections, a deadline per connection and the page rendered at most once a second.
 
 The text is the Prometheus 0.0.4 format as Canal's exporter (simpleclient 0.4) writes it: counters under
 their bare names (``canal_instance_put_rows``, not ``..._total``) and no ``_created`` samples. The
@@ -18,9 +19,10 @@ import gzip
 import logging
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeGuard
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -142,13 +144,17 @@ def _parsers(dest: Any) -> list[tuple[str, Any]]:
 
 class ClientMetrics:
     """The client_* metrics (Canal's PrometheusClientInstanceProfiler), fed by the TCP server: one call per
-    request or response, from any thread. A ``None`` destination (before a client authenticated) is
-    exported with an empty destination label.
+    request or response, from any thread.
+
+    Labelled series exist only for destinations ``is_known`` accepts (the server's running ones): an event
+    with no destination (the authentication exchange, which Canal does not count either, or a request that
+    names none) or naming any other destination is not counted, so what clients send cannot add series.
 
     As in Canal, a GET answered with an empty batch counts in ``empty_batch`` only, not in
     ``packet_received`` (call one of the two for a GET)."""
 
-    def __init__(self) -> None:
+    def __init__(self, is_known: Callable[[str], bool]) -> None:
+        self._is_known = is_known
         self._packets = Counter("canal_instance_client_packets", "Total packets sent to client.",
                                 [DEST, "packetType"], registry=None)
         self._bytes = Counter("canal_instance_client_bytes", "Total bytes sent to client.", [DEST], registry=None)
@@ -160,22 +166,30 @@ class ClientMetrics:
         self._latency = Histogram("canal_instance_client_request_latency", "Client request latency.", [DEST],
                                   buckets=(2.5, 10.0, 25.0, 100.0), registry=None)
 
+    def _known(self, destination: str | None) -> TypeGuard[str]:
+        return destination is not None and destination != "" and self._is_known(destination)
+
     def packet_received(self, destination: str | None, packet_type: str) -> None:
-        self._packets.labels(destination or "", packet_type).inc()
+        if self._known(destination):
+            self._packets.labels(destination, packet_type).inc()
 
     def bytes_sent(self, destination: str | None, nbytes: int) -> None:
-        self._bytes.labels(destination or "").inc(nbytes)
+        if self._known(destination):
+            self._bytes.labels(destination).inc(nbytes)
 
     def empty_batch(self, destination: str) -> None:
-        self._empty.labels(destination or "").inc()
+        if self._known(destination):
+            self._empty.labels(destination).inc()
 
     def request_error(self, destination: str | None, error_code: int) -> None:
-        if error_code > 0:  # 0 is the protocol's "no error" (Canal counts codes > 0 only)
-            self._errors.labels(destination or "", str(error_code)).inc()
+        # 0 is the protocol's "no error" (Canal counts codes > 0 only); the codes are the server's own
+        if error_code > 0 and self._known(destination):
+            self._errors.labels(destination, str(error_code)).inc()
 
     def request_latency(self, destination: str | None, packet_type: str, seconds: float) -> None:
         # Canal's histogram is per destination only: packet_type is part of the hook for other exporters
-        self._latency.labels(destination or "").observe(seconds * 1000.0)
+        if self._known(destination):
+            self._latency.labels(destination).observe(seconds * 1000.0)
 
     def collect(self) -> Iterator[Metric]:
         for m in (self._packets, self._bytes, self._empty, self._errors, self._latency):
@@ -207,19 +221,43 @@ def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+# Bounds that keep the endpoint cheap whatever its clients do (docs/metrics.md, "The endpoint"):
+# a scrape is one small request: a connection that has not been answered within this is cut (slow clients)
+REQUEST_TIMEOUT = 10.0
+# connections served at once; one more is answered 503 and closed at once
+MAX_CONNECTIONS = 8
+# scrapes this close together get the same rendered page: N scrapers cost one render, not N
+CACHE_SECONDS = 1.0
+
+_BUSY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n"
+         b"Retry-After: 1\r\nConnection: close\r\n\r\nbusy\n")
+
+
 class MetricsServer:
     """Serves the metrics of ``server`` (and of ``client_metrics``, created if not given) over HTTP from its
     own registry, so that several servers can run in one process. ``port`` 0 picks a free port (see
-    ``port`` after ``start``); an empty ``host`` listens on every address (canal.ip empty)."""
+    ``port`` after ``start``); an empty ``host`` listens on every address.
+
+    At most ``max_connections`` connections are served at once, each cut ``request_timeout`` seconds after
+    it was accepted; the page is rendered at most once per ``cache_seconds``."""
 
     def __init__(self, server: CanalServerWithEmbedded, host: str, port: int, *,
-                 client_metrics: ClientMetrics | None = None) -> None:
+                 client_metrics: ClientMetrics | None = None, request_timeout: float = REQUEST_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS, cache_seconds: float = CACHE_SECONDS) -> None:
         self.host = host
         self._port = port
-        self.client_metrics = client_metrics if client_metrics is not None else ClientMetrics()
+        self.client_metrics = client_metrics if client_metrics is not None else ClientMetrics(server.is_start)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(CanalCollector(server))
         self.registry.register(self.client_metrics)
+        self.request_timeout = request_timeout
+        self.max_connections = max_connections
+        self.cache_seconds = cache_seconds
+        self._page_lock = threading.Lock()
+        self._page: bytes | None = None
+        self._page_gz: bytes | None = None
+        self._page_at = 0.0
+        self.renders = 0  # pages rendered (not served from the cache)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -230,10 +268,26 @@ class MetricsServer:
     def render(self) -> bytes:
         return render(self.registry.collect())
 
+    def page(self, gz: bool = False) -> bytes:
+        """The page served: rendered again once ``cache_seconds`` old. Concurrent scrapes wait for the one
+        render under way instead of rendering it each."""
+        with self._page_lock:
+            now = time.monotonic()
+            if self._page is None or now - self._page_at >= self.cache_seconds:
+                self._page, self._page_gz = self.render(), None
+                self._page_at = time.monotonic()
+                self.renders += 1
+            if not gz:
+                return self._page
+            if self._page_gz is None:
+                self._page_gz = gzip.compress(self._page)
+            return self._page_gz
+
     def start(self) -> None:
         if self._httpd is not None:
             return
-        self._httpd = _HTTPServer((self.host, self._port), _handler(self))
+        self._httpd = _HTTPServer((self.host, self._port), _handler(self), max_connections=self.max_connections,
+                                  request_timeout=self.request_timeout)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"canal-metrics-{self.port}",
                                         daemon=True)
         self._thread.start()
@@ -260,27 +314,73 @@ class MetricsServer:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a slow scraper must not hold up stop()
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, max_connections: int,
+                 request_timeout: float) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.request_timeout = request_timeout
         super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            _refuse(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # the connection's thread releases the slot
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # one deadline for the whole exchange: the socket timeout alone would let a client that sends a
+        # byte now and then hold its slot for ever
+        deadline = threading.Timer(self.request_timeout, _cut, (request,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            deadline.cancel()
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a scraper gone or cut at its deadline: not worth the traceback the default prints on stderr
+        log.debug("metrics connection from %s failed", client_address, exc_info=True)
+
+
+def _refuse(sock: socket.socket) -> None:
+    try:
+        sock.settimeout(1.0)
+        sock.sendall(_BUSY)
+    except OSError:
+        pass
+
+
+def _cut(sock: socket.socket) -> None:
+    """Ends a connection past its deadline: its thread's blocked read or write returns at once."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _handler(metrics: MetricsServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = metrics.request_timeout  # each read and write; _HTTPServer bounds the whole exchange
+
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] not in ("/", "/metrics"):
                 self.send_error(404)
                 return
+            gz = "gzip" in self.headers.get("Accept-Encoding", "")
             try:
-                body = metrics.render()
+                body = metrics.page(gz)
             except Exception as e:
                 log.exception("metrics scrape failed")
                 self.send_error(500, explain=str(e))
                 return
-            gz = "gzip" in self.headers.get("Accept-Encoding", "")
-            if gz:
-                body = gzip.compress(body)
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE)
             if gz:

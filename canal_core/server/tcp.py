@@ -335,7 +335,7 @@ class _Session:
                 auth = cp.ClientAuth.FromString(pkt.body)
             except Exception as e:
                 raise _Closed(f"bad ClientAuth: {e}") from None
-            dest = auth.destination or None
+            dest = None  # the authentication exchange is not counted (as Canal): no series from a login attempt
             self._hook("packet_received", dest, ptype)
             password = auth.password.decode("utf-8", "replace")
             if not self.server.authenticator.authenticate(auth.username, password, self.seed):

@@ -127,7 +127,7 @@ def _entry(raw: bytes) -> Any:
 def test_metrics_of_a_live_instance(mariadb_settings: Any, admin_conn: Any, table: str, tmp_path: Path) -> None:
     conf = _conf(tmp_path, mariadb_settings.port)
     server = CanalServerWithEmbedded()
-    metrics = MetricsServer(server, "127.0.0.1", 0)
+    metrics = MetricsServer(server, "127.0.0.1", 0, cache_seconds=0)  # each scrape renders: values of now
     metrics.start()
     client = ClientIdentity("example", 1001, "")
     try:

@@ -250,6 +250,35 @@ def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings
     assert [r[:2] for _, r in _rows(got2, "parser_t")] == [(2, "g2")]
 
 
+def test_without_gtid_mode_entries_and_positions_carry_no_gtid(mariadb_settings: Any, admin_conn: Any,
+                                                               clean: None, tmp_path: Path) -> None:
+    # canal.instance.gtidon=false (the default): Canal's decoder has no GTID set, so no entry header carries
+    # one (Header.gtid empty, no curtGtid props), although MariaDB writes a GTID for every transaction
+    import json
+
+    with admin_conn.cursor() as cur:
+        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
+    history = _bootstrap(mariadb_settings, tmp_path)
+    sink = Collector()
+    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser.start()
+    try:
+        time.sleep(0.5)
+        with admin_conn.cursor() as cur:
+            cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'n1', 1)")
+        got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 1 and any(e.entry_type == END for e in es))
+    finally:
+        parser.stop()
+    assert parser.last_error is None, parser.last_error
+    tx = [e for e in got if e.entry_type in (BEGIN, ROWDATA, END)][-3:]
+    assert [e.entry_type for e in tx] == [BEGIN, ROWDATA, END]
+    for e in tx:
+        h = e.entry.header
+        assert (h.gtid, [p.key for p in h.props if p.key.startswith("curtGtid")], e.position.gtid) == ("", [], "")
+    stored = json.loads((tmp_path / "meta" / "example" / "parse.dat").read_text())
+    assert stored["postion"]["gtid"] == "", stored
+
+
 def test_field_filter_drops_columns_from_entries(mariadb_settings: Any, admin_conn: Any, clean: None,
                                                  tmp_path: Path) -> None:
     from canal_core.binlog import ABSENT

@@ -60,7 +60,8 @@ canal.instance.master.sslMode
 """.split()
 
 # keys of ours, beyond canal-compat §5 (each documented where it is used)
-EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.zookeeper.auth", "canal.instance.parser.maxEventSize"]
+EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.zookeeper.auth", "canal.instance.parser.maxEventSize",
+              "canal.metrics.pull.ip"]
 
 CONF = object()  # placeholder for "the conf directory of the test"
 T, F = "true", "false"
@@ -69,6 +70,7 @@ MYSQL_GTID = "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"
 # key, Canal's default, a valid text, what it parses to, an invalid text (None: every text is valid)
 CASES: list[tuple[str, Any, str, Any, str | None]] = [
     ("canal.ip", "", "10.0.0.1", "10.0.0.1", None),
+    ("canal.metrics.pull.ip", "", "127.0.0.1", "127.0.0.1", None),  # default: canal.ip
     ("canal.register.ip", "", "10.0.0.2", "10.0.0.2", None),
     ("canal.port", 11111, "21111", 21111, "70000"),
     ("canal.metrics.pull.port", 11112, "21112", 21112, "port"),
@@ -404,6 +406,13 @@ def test_placeholders_expand_through_the_chain(tmp_path: Path) -> None:
     assert inst.master_journal_name == "11111-${unclosed"  # a known key's default; unterminated stays literal
     assert inst.detecting_sql == "select 'example'"
     assert inst.data_dir == conf / "data" / "example" and inst.meta_file == conf / "data" / "example" / "meta.dat"
+
+
+def test_metrics_bind_address_follows_canal_ip_unless_set(tmp_path: Path) -> None:
+    conf = _conf(tmp_path / "a", canal={"canal.ip": "10.0.0.1"})
+    assert CanalConfig.load(conf, env={}).metrics_pull_ip == "10.0.0.1"
+    conf = _conf(tmp_path / "b", canal={"canal.ip": "10.0.0.1", "canal.metrics.pull.ip": "127.0.0.1"})
+    assert CanalConfig.load(conf, env={}).metrics_pull_ip == "127.0.0.1"
 
 
 def test_placeholder_sees_overrides(tmp_path: Path) -> None:

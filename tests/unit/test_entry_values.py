@@ -150,17 +150,36 @@ def test_integers(t: int, ctype: str, unsigned: bool, value: int, sql_type: int,
     assert (col.sqlType, col.value, col.isNull, col.mysqlType) == (sql_type, text, False, ctype)
 
 
-# RowsLogBuffer: NEWDECIMAL -> BigDecimal with the column's scale, LogEventConvert prints toPlainString();
-# BigDecimal has no negative zero.
-@pytest.mark.parametrize(("value", "text"), [
-    (Decimal("3.0000"), "3.0000"), (Decimal("-12.50"), "-12.50"), (Decimal("0.00"), "0.00"),
-    (Decimal("-0.00"), "0.00"), (Decimal(0).scaleb(-10), "0.0000000000"),
-    (Decimal(123456789012345678), "123456789012345678"),
-    (Decimal("12345678901234567890123456789.123456789"), "12345678901234567890123456789.123456789"),
+# Canal's LogBuffer.getDecimal0 writes the digits of MySQL's binary DECIMAL into a char buffer for new
+# BigDecimal(...), printed back by toPlainString(): each full 9-digit word of the fraction is written with
+# its zeros, the left-over word (scale % 9 digits) only when it is not zero, and "0" when no fraction digit
+# was written; no leading zeros in the integer part; BigDecimal has no negative zero. Texts below are
+# worked out by hand from that rule (1.0 and 422.0 for DECIMAL(12,2) as a Canal 1.1.7 server sent them).
+@pytest.mark.parametrize(("precision", "scale", "value", "text"), [
+    (12, 2, "1.00", "1.0"), (12, 2, "422.00", "422.0"), (12, 2, "1.50", "1.50"), (12, 2, "1.05", "1.05"),
+    (12, 2, "-1.00", "-1.0"), (12, 2, "-0.50", "-0.50"), (12, 2, "0.00", "0.0"), (12, 2, "-0.00", "0.0"),
+    (12, 2, "9999999999.99", "9999999999.99"), (12, 2, "0.01", "0.01"), (12, 2, "-422.10", "-422.10"),
+    (10, 0, "422", "422"), (10, 0, "0", "0"), (10, 0, "-7", "-7"),
+    (5, 5, "0.00000", "0.0"), (5, 5, "0.00010", "0.00010"), (3, 1, "5.0", "5.0"), (3, 1, "-5.0", "-5.0"),
+    (9, 8, "1.00000000", "1.0"), (9, 8, "1.00000001", "1.00000001"),
+    # scale 9: one full word, always written
+    (20, 9, "1.000000000", "1.000000000"), (20, 9, "0.000000000", "0.000000000"),
+    # scale 10: a full word (always) and one left-over digit (only when not 0)
+    (20, 10, "1.0000000000", "1.000000000"), (20, 10, "1.1000000000", "1.100000000"),
+    (20, 10, "1.0000000001", "1.0000000001"), (20, 10, "-1.0000000000", "-1.000000000"),
+    (30, 18, "1.000000000000000000", "1.000000000000000000"),
+    (30, 20, "1.00000000000000000000", "1.000000000000000000"),
+    (30, 20, "1.00000000000000000010", "1.00000000000000000010"),
+    (65, 30, "12345678901234567890123456789012345.000000000000000000000000000000",
+     "12345678901234567890123456789012345.000000000000000000000000000"),
+    (65, 0, "-" + "9" * 65, "-" + "9" * 65),
+    (18, 0, "123456789012345678", "123456789012345678"),
 ])
-def test_decimal(value: Decimal, text: str) -> None:
-    col = one(c(CT.NEWDECIMAL, precision=40, scale=2), m("decimal", "decimal(40,2)"), value)
+def test_decimal(precision: int, scale: int, value: str, text: str) -> None:
+    col = one(c(CT.NEWDECIMAL, precision=precision, scale=scale), m("decimal", f"decimal({precision},{scale})"),
+              Decimal(value))
     assert (col.sqlType, col.value) == (3, text)
+    assert Decimal(col.value) == Decimal(value)  # only zeros are left out, never a digit of the value
 
 
 def test_float_and_double_columns() -> None:
@@ -257,7 +276,9 @@ def test_strings_and_binaries() -> None:
     assert one(c(CT.VARCHAR, 80, collation=45), m("varchar", "varchar(20)"), "").value == ""
 
 
-# RowsLogBuffer.mysqlToJavaType for NULL values (LogEventConvert only rewrites the type of non-NULL values)
+# RowsLogBuffer.mysqlToJavaType for NULL values; since Canal 1.1.7 LogEventConvert.parseOneRow maps a NULL's
+# BINARY/VARBINARY/LONGVARBINARY (-2/-3/-4) to CLOB (2005) when the column type is exactly
+# tinytext/text/mediumtext/longtext, else BLOB (2004): the codes of the non-NULL values
 @pytest.mark.parametrize(("col", "cm", "sql_type"), [
     (c(CT.LONG), m("int", "int(11)"), 4), (c(CT.TINY), m("tinyint", "tinyint(4)"), -6),
     (c(CT.LONGLONG, unsigned=True), m("bigint", "bigint(20) unsigned", unsigned=True), -5),
@@ -265,12 +286,17 @@ def test_strings_and_binaries() -> None:
     (c(CT.FLOAT, 4), m("float", "float"), 7), (c(CT.DOUBLE, 8), m("double", "double"), 8),
     (c(CT.TIMESTAMP2), m("timestamp", "timestamp"), 93), (c(CT.DATETIME2), m("datetime", "datetime"), 93),
     (c(CT.TIME2), m("time", "time"), 92), (c(CT.DATE), m("date", "date"), 91), (c(CT.YEAR), m("year", "year"), 12),
-    (c(CT.ENUM), m("enum", "enum('a')"), 4), (c(CT.SET), m("set", "set('a')"), -2), (c(CT.BIT), m("bit", "bit(3)"), -7),
-    (c(CT.BLOB, 1), m("tinytext", "tinytext"), -3), (c(CT.BLOB, 2), m("text", "text"), -4),
-    (c(CT.BLOB, 4), m("longblob", "longblob"), -4), (c(CT.VARCHAR, 40), m("varchar", "varchar(10)"), 12),
-    (c(CT.VARCHAR, 40), m("varbinary", "varbinary(40)"), -3), (c(CT.STRING, 40), m("char", "char(10)"), 1),
-    (c(CT.STRING, 40), m("binary", "binary(40)"), -2), (c(CT.GEOMETRY, 4), m("geometry", "geometry"), -2),
-    (c(CT.JSON, 4), m("json", "json"), 1111),
+    (c(CT.ENUM), m("enum", "enum('a')"), 4), (c(CT.SET), m("set", "set('a')"), 2004),
+    (c(CT.BIT), m("bit", "bit(3)"), -7),
+    (c(CT.BLOB, 1), m("tinytext", "tinytext"), 2005), (c(CT.BLOB, 2), m("text", "text"), 2005),
+    (c(CT.BLOB, 3), m("mediumtext", "mediumtext"), 2005),
+    (c(CT.BLOB, 4), m("longtext", "longtext"), 2005),  # also MariaDB's JSON
+    (c(CT.BLOB, 1), m("tinyblob", "tinyblob"), 2004), (c(CT.BLOB, 4), m("longblob", "longblob"), 2004),
+    (c(CT.VARCHAR, 40), m("varchar", "varchar(10)"), 12),
+    (c(CT.VARCHAR, 40), m("varbinary", "varbinary(40)"), 2004), (c(CT.STRING, 40), m("char", "char(10)"), 1),
+    (c(CT.STRING, 40), m("binary", "binary(40)"), 2004), (c(CT.GEOMETRY, 4), m("geometry", "geometry"), 2004),
+    (c(CT.GEOMETRY, 4), m("point", "point"), 2004),
+    (c(CT.JSON, 4), m("json", "json"), 1111),  # MySQL's JSON type: OTHER, which the 1.1.7 rule leaves alone
 ])
 def test_null_sql_types(col: Column, cm: ColumnMeta, sql_type: int) -> None:
     x = one(col, cm, None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from canal_core.parse.filter import EventFilter, FilterConfigError, TableFilter, split_top_level, statement_kind
@@ -84,3 +86,61 @@ def test_invalid_settings_name_the_key(key: str, value: str) -> None:
 ])
 def test_statement_kind(sql: str, kind: str) -> None:
     assert statement_kind(sql) == kind
+
+
+# With a backtracking engine the first never finished on a 40-character name and the second doubles its time
+# with each leading comment; the timeouts turn such a regression into a failure rather than a hang.
+@pytest.mark.timeout(20)
+def test_catastrophic_table_pattern_matches_in_linear_time() -> None:
+    f = TableFilter("(?:[a-z_.0-9]+)+#", empty_accepts=True)
+    start = time.perf_counter()
+    assert not f.matches("canal_test", "rx_abcdefghijklmnopqrstuvwxy")  # 39 characters, no '#'
+    assert f.matches("db", "t#")
+    assert time.perf_counter() - start < 0.1
+
+
+@pytest.mark.timeout(20)
+def test_statement_kind_after_many_comments_in_linear_time() -> None:
+    comments = "/* x */ " * 40
+    start = time.perf_counter()
+    assert statement_kind(comments + "SELECT 1") == "other"
+    assert statement_kind(comments + "GRANT ALL ON *.* TO u") == "dcl"
+    assert time.perf_counter() - start < 0.1
+
+
+@pytest.mark.parametrize("key", ["canal.instance.filter.regex", "canal.instance.filter.black.regex"])
+@pytest.mark.parametrize("pattern", [
+    "db\\.(t)\\1",  # backreference
+    "db\\.(?=t)t",  # lookahead
+    "db\\.(?!x)t",
+    "db\\.(?<=\\.)t",  # lookbehind
+    "db\\.t*+",  # possessive quantifier
+    "db\\.(?>t)",  # atomic group
+    "db\\.t\\Z",
+])
+def test_constructs_without_a_linear_time_match_are_refused_naming_the_key(key: str, pattern: str) -> None:
+    with pytest.raises(FilterConfigError, match=key.replace(".", "\\.") + ".*RE2"):
+        EventFilter.from_config({key: "db\\.ok," + pattern})
+
+
+def test_error_names_the_pattern_at_fault_and_cuts_long_text() -> None:
+    with pytest.raises(FilterConfigError) as e:
+        TableFilter("a\\.b,(x)\\1" + "y" * 10_000, empty_accepts=True, key="k")
+    assert str(e.value).startswith("k='(x)\\\\1yyy") and "(10005 characters)" in str(e.value)
+    assert len(str(e.value)) < 600
+
+
+@pytest.mark.timeout(20)
+def test_compiling_is_bounded() -> None:
+    # a short pattern whose program is huge is refused at once, not compiled for seconds with the GIL held
+    start = time.perf_counter()
+    with pytest.raises(FilterConfigError, match=r"canal\.instance\.filter\.regex.*too large"):
+        TableFilter(".{1000}" * 100, empty_accepts=True)
+    # a long list with one bad pattern costs one compile, not one per pattern
+    names = [f"db\\.t_{i:05d}" for i in range(20_000)]
+    with pytest.raises(FilterConfigError, match="RE2"):
+        TableFilter(",".join([*names, "db\\.(t)\\1"]), empty_accepts=True)
+    assert time.perf_counter() - start < 3
+    # and such a list of table names is accepted
+    f = TableFilter(",".join(names[:10_000]), empty_accepts=True)
+    assert f.matches("DB", "t_09999") and not f.matches("db", "t_10000")

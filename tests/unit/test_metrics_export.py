@@ -35,11 +35,10 @@ def _event(i: int, rows: int = 1, ts: int = 0) -> StoredEvent:
 
 
 def test_client_metrics_canal_names_and_labels() -> None:
-    cm = ClientMetrics()
+    cm = ClientMetrics(lambda d: d == "d1")
     cm.packet_received("d1", "SUBSCRIPTION")
     cm.packet_received("d1", "GET")
     cm.packet_received("d1", "GET")
-    cm.packet_received(None, "HANDSHAKE")
     cm.bytes_sent("d1", 100)
     cm.bytes_sent("d1", 23)
     cm.empty_batch("d1")
@@ -54,7 +53,6 @@ def test_client_metrics_canal_names_and_labels() -> None:
     assert 'canal_instance_client_packets{destination="d1",packetType="GET"} 2.0\n' in text
     fams = _families(text)
     assert _value(fams, "canal_instance_client_packets", destination="d1", packetType="SUBSCRIPTION") == 1
-    assert _value(fams, "canal_instance_client_packets", destination="", packetType="HANDSHAKE") == 1
     assert _value(fams, "canal_instance_client_bytes", destination="d1") == 123
     assert _value(fams, "canal_instance_client_empty_batches", destination="d1") == 1
     assert _value(fams, "canal_instance_client_request_error", destination="d1", errorCode="400") == 1
@@ -69,12 +67,32 @@ def test_client_metrics_canal_names_and_labels() -> None:
 
 
 def test_render_escapes_label_values() -> None:
-    cm = ClientMetrics()
+    cm = ClientMetrics(lambda d: True)
     cm.packet_received('a"b\\c\nd', "GET")
     text = render(cm.collect()).decode()
     assert r'destination="a\"b\\c\nd"' in text
     fams = _families(text)
     assert _value(fams, "canal_instance_client_packets", destination='a"b\\c\nd') == 1
+
+
+def test_client_metrics_only_for_known_destinations() -> None:
+    """What a client sends cannot add series: events without a destination (the authentication exchange) or
+    naming one the server does not run are not counted; the page does not grow with them."""
+    cm = ClientMetrics(lambda d: d == "d1")
+    cm.packet_received("d1", "GET")
+    before = render(cm.collect())
+    for i in range(2000):
+        name = f"dest-{i}-" + "x" * 1000
+        cm.packet_received(name, "SUBSCRIPTION")
+        cm.packet_received(None, "CLIENTAUTHENTICATION")
+        cm.bytes_sent(name, 10)
+        cm.bytes_sent(None, 10)
+        cm.empty_batch(name)
+        cm.request_error(name, 400)
+        cm.request_error(None, 400)
+        cm.request_latency(name, "GET", 0.001)
+        cm.request_latency("", "GET", 0.001)
+    assert render(cm.collect()) == before
 
 
 def test_collector_store_meta_and_blocking() -> None:
