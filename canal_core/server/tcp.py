@@ -4,10 +4,9 @@ Concurrency: one thread per connection, plus one accept thread. The embedded API
 (a blocking GET waits on the ring store's condition variable, and ack/rollback take the destination's
 lock), so an asyncio loop would hand every request to a thread pool anyway; a thread per connection keeps
 each session a plain sequential loop, and a GET that blocks for minutes holds only its own thread: other
-clients and destinations go on. As in Canal, a blocking GET does hold its destination's lock, so requests
-for the SAME destination from other connections wait for it (Canal serialises a destination the same
-way). Connections are few (Canal consumers), so threads are cheap here; the GIL is released while a
-thread waits on its socket or the store.
+clients and destinations go on. Unlike Canal, a blocking GET waits without its destination's lock, so other
+connections' requests for the same destination are served meanwhile, and it stops waiting once its peer
+has closed the connection. The GIL is released while a thread waits on its socket or the store.
 
 Session flow (shared/reference/canal-compat.md section 1): handshake with 8 random seed bytes;
 CLIENTAUTHENTICATION (subscribes when destination and client id are set); then SUBSCRIPTION,
@@ -31,7 +30,7 @@ from ..entry.proto import CanalProtocol_pb2 as cp
 from ..meta import BatchOrderError, ClientIdentity
 from . import codec
 from .auth import Authenticator
-from .embedded import CanalServerWithEmbedded
+from .embedded import CanalServerWithEmbedded, GetCancelled
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +154,8 @@ class CanalTcpServer:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting and close every connection, then wait up to ``timeout`` s for the sessions. A
-        session blocked in a blocking GET ends only when its destination's store closes: callers that stop
-        the destinations afterwards (the controller) pass ``timeout=0`` and ``join`` after."""
+        session blocked in a blocking GET sees its connection closed within CANCEL_POLL seconds (or ends
+        when its destination's store closes)."""
         self._stopping.set()
         if self._listener is not None:
             try:
@@ -257,6 +256,19 @@ class _Session:
         except OSError:
             pass
         self.sock.close()
+
+    def peer_gone(self) -> bool:
+        """Whether the peer closed or reset the connection (or the server closed it), without reading any
+        request the peer already sent. Quick: asked by a waiting GET under its store's lock."""
+        if self._closed:
+            return True
+        try:
+            self.sock.setblocking(False)  # with a timeout set, recv would first wait for data
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
 
     def read_packet(self, timeout: float) -> bytes:
         """The next request; _Closed on EOF, error or ``timeout`` seconds without a whole packet."""
@@ -411,7 +423,10 @@ class _Session:
         client = ClientIdentity(get.destination, int(get.client_id))
         size = get.fetch_size if get.fetch_size > 0 else DEFAULT_FETCH_SIZE
         # auto_ack is ignored, as by Canal's server: a GET is always a getWithoutAck
-        msg = self.server.embedded.get_without_ack(client, size, codec.get_wait(get))
+        try:
+            msg = self.server.embedded.get_without_ack(client, size, codec.get_wait(get), self.peer_gone)
+        except GetCancelled:
+            raise _Closed("closed by peer during a blocking GET") from None
         if msg.batch_id == -1:
             self._hook("empty_batch", dest)
         else:
