@@ -294,13 +294,22 @@ def test_password_auth(served: Served, admin_conn: Any) -> None:
             SimpleConnector(served.addr, "d1", user, password).connect()
         assert err.value.code == 400 and err.value.message == f"auth failed for user:{user}"
 
-    # the password sent unscrambled (what canal-python does) is refused; the connection stays in the auth
-    # stage, as Canal's does, and a correct ClientAuth then passes
+    # the password sent unscrambled (what canal-python does) is refused, and the connection closed: one
+    # attempt per connection; a new connection with a correct ClientAuth then passes
     raw = Raw(served.addr)
     try:
         raw.send(cp.CLIENTAUTHENTICATION, cp.ClientAuth(username=USER, password=PASSWORD.encode()))
         refused = raw.ack()
         assert (refused.error_code, refused.error_message) == (400, f"auth failed for user:{USER}")
+        with pytest.raises(EOFError):
+            raw.read(timeout=5)
+    finally:
+        raw.close()
+    throttle = served.tcp.throttle  # four failures from this address: its next attempt waits 2 s
+    assert throttle.failures("127.0.0.1") == 4
+    time.sleep(throttle.backoff(4))  # (longer than this server's auth timeout, so wait before connecting)
+    raw = Raw(served.addr)
+    try:
         assert raw.auth().error_code == 0
     finally:
         raw.close()
