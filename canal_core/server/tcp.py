@@ -439,11 +439,12 @@ class _Session:
         except Exception as e:
             raise _Closed(f"bad ClientAuth: {e}") from None
         dest = auth.destination or None
-        self._hook("packet_received", dest, ptype)
         authenticator, throttle = self.server.authenticator, self.server.throttle
         if authenticator.enabled:
+            # until the password passes, what the peer sent names nothing in the metrics (no series per guess)
             if not throttle.admit(self.key, deadline, self._wait_or_gone):
-                self.error(dest, 400, f"auth failed for user:{auth.username}: too many failed attempts from "
+                self._hook("packet_received", None, ptype)
+                self.error(None, 400, f"auth failed for user:{auth.username}: too many failed attempts from "
                                       f"{self.key}, retry in {throttle.backoff(throttle.failures(self.key)):g} s")
                 raise _Closed("auth backoff outlasts the auth timeout")
             password = auth.password.decode("utf-8", "replace")
@@ -452,10 +453,12 @@ class _Session:
                 self.server.limiter.log(log, logging.WARNING, self.key,
                                         "client %s: auth failed for user:%s (%d in a row from %s)", self.channel,
                                         peer_text(auth.username), failures, self.key)
-                self.error(dest, 400, f"auth failed for user:{auth.username}")
-                self._hook("request_latency", dest, ptype, time.monotonic() - start)
+                self._hook("packet_received", None, ptype)
+                self.error(None, 400, f"auth failed for user:{auth.username}")
+                self._hook("request_latency", None, ptype, time.monotonic() - start)
                 raise _Closed("auth failed")
             throttle.succeeded(self.key)
+        self._hook("packet_received", dest, ptype)
         if auth.destination and auth.client_id:
             try:
                 emb.subscribe(ClientIdentity(auth.destination, int(auth.client_id), auth.filter))

@@ -293,7 +293,6 @@ def test_password_auth(served: Served, admin_conn: Any) -> None:
         with pytest.raises(CanalAuthError) as err:
             SimpleConnector(served.addr, "d1", user, password).connect()
         assert err.value.code == 400 and err.value.message == f"auth failed for user:{user}"
-
     # the password sent unscrambled (what canal-python does) is refused, and the connection closed: one
     # attempt per connection; a new connection with a correct ClientAuth then passes
     raw = Raw(served.addr)
@@ -313,7 +312,17 @@ def test_password_auth(served: Served, admin_conn: Any) -> None:
         assert raw.auth().error_code == 0
     finally:
         raw.close()
-    assert (None, 400) in served.hooks.of("request_error")  # ClientAuth without a destination
+    # a refused ClientAuth names no destination to the metrics hooks: a guesser creates no labelled series
+    raw = Raw(served.addr)
+    try:
+        assert raw.auth("wrong", destination="guess-1", client_id="1001").error_code == 400
+    finally:
+        raw.close()
+    deadline = time.monotonic() + 5  # a hook runs after the reply is written
+    while len(served.hooks.of("request_error")) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [d for d, _ in served.hooks.of("request_error")] == [None] * 5
+    assert "guess-1" not in {d for d, _ in served.hooks.of("packet_received")}
 
 
 def _ack_all(conn: SimpleConnector) -> None:
