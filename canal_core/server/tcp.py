@@ -438,10 +438,9 @@ class _Session:
             auth = cp.ClientAuth.FromString(pkt.body)
         except Exception as e:
             raise _Closed(f"bad ClientAuth: {e}") from None
-        dest = auth.destination or None
+        dest = None  # the authentication exchange is not counted (as Canal): no series from a login attempt
         authenticator, throttle = self.server.authenticator, self.server.throttle
         if authenticator.enabled:
-            # until the password passes, what the peer sent names nothing in the metrics (no series per guess)
             if not throttle.admit(self.key, deadline, self._wait_or_gone):
                 self._hook("packet_received", None, ptype)
                 self.error(None, 400, f"auth failed for user:{auth.username}: too many failed attempts from "
@@ -458,7 +457,7 @@ class _Session:
                 self._hook("request_latency", None, ptype, time.monotonic() - start)
                 raise _Closed("auth failed")
             throttle.succeeded(self.key)
-        self._hook("packet_received", dest, ptype)
+        self._hook("packet_received", None, ptype)
         if auth.destination and auth.client_id:
             try:
                 emb.subscribe(ClientIdentity(auth.destination, int(auth.client_id), auth.filter))
