@@ -137,3 +137,23 @@ def test_server_log_files_rotate_by_size(tmp_path: Path) -> None:
             if h not in before:
                 root.removeHandler(h)
                 h.close()
+
+
+def test_status_writer_survives_oserror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    import errno
+
+    from canal_core.server import main
+
+    def refuse(path: Path, data: object) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(main, "_write_json", refuse)
+    monkeypatch.setattr(main, "status_of", lambda ctl: {})
+    limiter = LogLimiter(per_key=1, total=1)
+    log = logging.getLogger("canal_core.server")
+    with caplog.at_level(logging.WARNING, "canal_core.server"):
+        for _ in range(5):  # every period: no exception, one line a minute
+            main._write_status(tmp_path / "status.json", None, limiter, log)  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cannot write {tmp_path / 'status.json'}: [Errno 24] Too many open files (serving on; next try in 2 s)"]
