@@ -214,6 +214,16 @@ class MirrorResult:
         self.version, self.position = other.version, other.position
         self.reason = self.reason or other.reason
 
+    def summary(self) -> str:
+        """One line for run logs: '3 inserted, 1 updated, 0 deleted, Delta version 7' (+ skipped parts, replans)."""
+        text = f"{self.inserted} inserted, {self.updated} updated, {self.deleted} deleted"
+        text += f", Delta version {self.version}" if self.version >= 0 else ", no table"
+        if self.skipped_parts:
+            text += f", {self.skipped_parts} part(s) already applied"
+        if self.replans:
+            text += f", planned again {self.replans} time(s)"
+        return text + (f" ({self.reason})" if self.reason else "")
+
     def to_metadata(self) -> dict[str, Any]:
         d = asdict(self)
         d["position"] = -1 if self.position is None else self.position

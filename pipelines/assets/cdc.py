@@ -157,7 +157,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
     if manifest is not None and path is not None:
         total.add(apply_window_to_table(session, lk, path, manifest, name, defaults))
     at = manifest.end if manifest is not None else end
-    context.log.info(f"{name}: {'window ' + str(manifest.window) if manifest else 'catch-up'}: {total}")
+    context.log.info(f"{name}: {'window ' + str(manifest.window) if manifest else 'catch-up'}: {total.summary()}")
     return MaterializeResult(metadata={
         "rows_inserted": total.inserted, "rows_updated": total.updated, "rows_deleted": total.deleted,
         "skipped_parts": total.skipped_parts, "delta_version": total.version,
