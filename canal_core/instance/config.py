@@ -648,6 +648,18 @@ KEYS: tuple[Key, ...] = (
     _k("canal.metrics.pull.port", "metrics_pull_port", _port, "11112", SERVER),
     _k("canal.user", "user", _text, "", SERVER, "client user; empty = no authentication"),
     _k("canal.passwd", "passwd", _canal_passwd, "", SERVER),
+    # ours: what one client connection may cost the server (docs/tcp-server.md "Limits")
+    _k("canal.tcp.max.connections", "tcp_max_connections", _pos_int, "1000", SERVER,
+       "canal-core extension; also bounded by the open-files limit"),
+    _k("canal.tcp.max.request.bytes", "tcp_max_request_bytes", _int(1024), "1048576", SERVER,
+       "bytes; canal-core extension"),
+    _k("canal.tcp.auth.timeout", "tcp_auth_timeout", _pos_int, "30", SERVER, "seconds; canal-core extension"),
+    _k("canal.tcp.auth.backoff", "tcp_auth_backoff", _int(0), "250", SERVER, "ms; 0 = none; canal-core extension"),
+    _k("canal.tcp.auth.backoff.max", "tcp_auth_backoff_max", _int(0), "10000", SERVER,
+       "ms; canal-core extension"),
+    _k("canal.log.file.max.bytes", "log_file_max_bytes", _int(1024), "104857600", SERVER,
+       "bytes; canal-core extension"),
+    _k("canal.log.file.backups", "log_file_backups", _int(0), "5", SERVER, "canal-core extension"),
     _k("canal.zkServers", "zk_servers", _zk_servers, "", BOTH),
     _k("canal.zookeeper.flush.period", "zookeeper_flush_period", _pos_int, "1000", BOTH, "ms"),
     # ours (Canal fixes 90 s in ZkClientx): a dead active is replaced this long + 5 s after it died
@@ -849,6 +861,13 @@ class CanalConfig:
     metrics_pull_port: int
     user: str
     passwd: str
+    tcp_max_connections: int
+    tcp_max_request_bytes: int
+    tcp_auth_timeout: int
+    tcp_auth_backoff: int
+    tcp_auth_backoff_max: int
+    log_file_max_bytes: int
+    log_file_backups: int
     zk_servers: str
     zookeeper_flush_period: int
     zookeeper_session_timeout: int

@@ -44,6 +44,7 @@ from .embedded import CanalServerError, CanalServerWithEmbedded
 from .metrics import MetricsServer
 from .running import ServerRegistration, ServerRunningMonitor
 from .tcp import CanalTcpServer, ClientHooks
+from .throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,10 @@ class CanalController:
             log.warning("canal.serverMode = %s: canal-core serves tcp only; no TCP server started", c.server_mode)
             return None
         try:
-            return CanalTcpServer(self.server, host=c.ip, port=c.port, user=c.user, passwd=c.passwd, hooks=hooks)
+            throttle = AuthThrottle(c.tcp_auth_backoff / 1000, c.tcp_auth_backoff_max / 1000)
+            return CanalTcpServer(self.server, host=c.ip, port=c.port, user=c.user, passwd=c.passwd, hooks=hooks,
+                                  auth_timeout=c.tcp_auth_timeout, max_connections=c.tcp_max_connections,
+                                  max_request_bytes=c.tcp_max_request_bytes, throttle=throttle)
         except AuthConfigError as e:
             raise ConfigError(f"{c.conf_file}: {e}", file=str(c.conf_file), key="canal.passwd",
                               value=c.passwd) from None

@@ -1,25 +1,27 @@
 """The embedded Canal server API (CanalServerWithEmbedded): subscribe, getWithoutAck, ack, rollback.
 
-Transport-free: the TCP server (canal_core.server.tcp, later) and in-process consumers such as the
-Dagster pipeline call the same methods. Thread-safe: one lock per destination serialises get / ack /
-rollback, as the meta ledger requires.
+Transport-free: the TCP server (canal_core.server.tcp) and in-process consumers such as the Dagster
+pipeline call the same methods. Thread-safe: one lock per destination serialises get / ack / rollback, as the
+meta ledger requires.
 
 Timeouts are in seconds: None waits until a full batch is there; 0 returns what is there now (Canal's
-tryGet); t > 0 waits at most t seconds, then returns what is there. An empty result is batch id -1.
+tryGet); t > 0 waits at most t seconds, then returns what is there. An empty result is batch id -1. A get
+waits on the store without the destination's lock (Canal holds it): acks, rollbacks and other clients' gets
+go on meanwhile, and a get whose ``cancelled`` says True (its client went away) stops waiting.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..meta import BatchLedger, ClientIdentity, MetaManager, PositionRange
 from ..parse.filter import FilterConfigError, TableFilter
 from ..parse.model import LogIdentity, LogPosition
-from ..store.ring import MemoryEventStore, StoredEvent
+from ..store.ring import Batch, MemoryEventStore, StoredEvent
 
 
 class CanalServerError(Exception):
@@ -28,6 +30,10 @@ class CanalServerError(Exception):
 
 class SubscriptionFilterError(CanalServerError):
     """A client's subscription filter that cannot be compiled; names the client and the destination."""
+
+
+class GetCancelled(CanalServerError):
+    """A waiting get ended because its ``cancelled`` said so (the client went away); nothing was taken."""
 
 
 @dataclass(slots=True)
@@ -135,30 +141,46 @@ class CanalServerWithEmbedded:
         with dest.lock:
             dest.meta.unsubscribe(client)
 
-    def get_without_ack(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
+    def get_without_ack(self, client: ClientIdentity, batch_size: int, timeout: float | None = None,
+                        cancelled: Callable[[], bool] | None = None) -> Message:
+        """The next batch (see the module doc for ``timeout``). ``cancelled``: asked while the get waits (it
+        must be quick); True ends the wait with GetCancelled."""
         dest = self._dest(client.destination)
-        with dest.lock:
-            dest.ledger.check_subscribe(client)
-            batch = dest.store.get(batch_size, timeout)
-            if not batch.events:
-                return Message(batch_id=-1)
-            assert batch.start is not None and batch.end is not None
-            ident = dest.identity
-            rng = PositionRange(start=LogPosition(ident, batch.start),
-                                ack=LogPosition(ident, batch.ack) if batch.ack is not None else None,
-                                end=LogPosition(ident, batch.end), end_seq=batch.end_seq)
-            batch_id = dest.ledger.register(client, rng)
-            dest.on_batch(client, batch_id, batch.events)
-            return Message(batch_id=batch_id, entries=batch.data, events=batch.events)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with dest.lock:
+                dest.ledger.check_subscribe(client)
+                if deadline is not None and time.monotonic() >= deadline:
+                    batch = dest.store.try_get(batch_size)
+                else:
+                    batch = dest.store.get_if_enough(batch_size)
+                if batch is not None:
+                    return self._register(dest, client, batch)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            # outside the destination's lock: another client may take what arrives first, then this one waits on
+            dest.store.wait_for(batch_size, left, cancelled)
+            if cancelled is not None and cancelled():
+                raise GetCancelled(f"the get of {client.destination}/{client.client_id} ended: its client went away")
+
+    @staticmethod
+    def _register(dest: Destination, client: ClientIdentity, batch: Batch) -> Message:
+        if not batch.events:
+            return Message(batch_id=-1)
+        assert batch.start is not None and batch.end is not None
+        ident = dest.identity
+        rng = PositionRange(start=LogPosition(ident, batch.start),
+                            ack=LogPosition(ident, batch.ack) if batch.ack is not None else None,
+                            end=LogPosition(ident, batch.end), end_seq=batch.end_seq)
+        batch_id = dest.ledger.register(client, rng)
+        dest.on_batch(client, batch_id, batch.events)
+        return Message(batch_id=batch_id, entries=batch.data, events=batch.events)
 
     def get(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
         """getWithoutAck followed by ack of that batch (Canal's get)."""
-        dest = self._dest(client.destination)
-        with dest.lock:
-            msg = self.get_without_ack(client, batch_size, timeout)
-            if not msg.empty:
-                self.ack(client, msg.batch_id)
-            return msg
+        msg = self.get_without_ack(client, batch_size, timeout)
+        if not msg.empty:
+            self.ack(client, msg.batch_id)
+        return msg
 
     def ack(self, client: ClientIdentity, batch_id: int) -> None:
         """Ack the oldest outstanding batch: the client cursor moves to its ack position and the store frees

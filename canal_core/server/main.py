@@ -10,7 +10,8 @@ canal.user / canal.passwd; a port that cannot be bound, or canal.user without ca
 start (exit code 1, the reason on stderr and in the log).
 
 The run directory (default: <conf>/../logs, as Canal's layout) holds canal.pid, canal/canal.log (the
-server's log), <destination>/<destination>.log (each destination's log) and canal/status.json
+server's log), <destination>/<destination>.log (each destination's log; both rotated at
+canal.log.file.max.bytes, canal.log.file.backups kept) and canal/status.json
 (refreshed every few seconds: destinations, their state and the store/parser counters, the TCP address;
 "parser" is the parser's health: connecting / streaming / retrying / stopped and the error holding it up).
 
@@ -37,47 +38,13 @@ from ..instance.config import ConfigError
 from ..meta import MetaStoreError
 from ..parse.position import write_atomically
 from .controller import CanalController
+from .logs import LogLimiter, setup_server_logging
 
 STATUS_PERIOD = 2.0
 
 
 def _run_dir(args: argparse.Namespace) -> Path:
     return Path(args.run_dir) if args.run_dir else Path(args.conf).resolve().parent / "logs"
-
-
-class _DestinationLogs(logging.Handler):
-    """Route records of a destination's threads (parser-<d>, detect-<d>) to <run>/<d>/<d>.log."""
-
-    def __init__(self, run_dir: Path, fmt: logging.Formatter) -> None:
-        super().__init__()
-        self.run_dir = run_dir
-        self.fmt = fmt
-        self.files: dict[str, logging.FileHandler] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        name = record.threadName or ""
-        for prefix in ("parser-", "detect-"):
-            if name.startswith(prefix):
-                dest = name[len(prefix):]
-                h = self.files.get(dest)
-                if h is None:
-                    (self.run_dir / dest).mkdir(parents=True, exist_ok=True)
-                    h = logging.FileHandler(self.run_dir / dest / f"{dest}.log")
-                    h.setFormatter(self.fmt)
-                    self.files[dest] = h
-                h.emit(record)
-                return
-
-
-def _setup_logging(run_dir: Path) -> None:
-    (run_dir / "canal").mkdir(parents=True, exist_ok=True)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s [%(threadName)s] %(name)s - %(message)s")
-    server = logging.FileHandler(run_dir / "canal" / "canal.log")
-    server.setFormatter(fmt)
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
-    root.addHandler(server)
-    root.addHandler(_DestinationLogs(run_dir, fmt))
 
 
 def status_of(ctl: CanalController) -> dict[str, Any]:
@@ -119,9 +86,19 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_atomically(path, json.dumps(data, indent=2).encode())
 
 
+def _write_status(path: Path, ctl: CanalController, limiter: LogLimiter, log: logging.Logger) -> None:
+    """status.json, or a (rate-limited) line saying why not: a full disk or the open-files limit (EMFILE)
+    must not stop the server, which keeps serving and tries again next period."""
+    try:
+        _write_json(path, status_of(ctl))
+    except OSError as e:
+        limiter.log(log, logging.WARNING, "status", "cannot write %s: %s (serving on; next try in %g s)", path,
+                    e, STATUS_PERIOD)
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args)
-    _setup_logging(run_dir)
+    logs = setup_server_logging(run_dir)
     pid_file = run_dir / "canal.pid"
     log = logging.getLogger("canal_core.server")
     done = threading.Event()
@@ -138,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         log.error("canal-server cannot start: %s", e)
         print(f"canal-server: {e}", file=sys.stderr)
         return 1
+    logs.resize(ctl.canal.log_file_max_bytes, ctl.canal.log_file_backups)
+    limiter = LogLimiter(per_key=1, total=1, period=60.0)
     try:
         try:
             ctl.start()
@@ -158,9 +137,10 @@ def run(args: argparse.Namespace) -> int:
                      ctl.canal.zk_servers, ", ".join(sorted(ctl.monitors)) or "no destination")
         else:
             log.info("canal-server started with %s", ", ".join(ctl.server.destinations()) or "no destination")
+        status = run_dir / "canal" / "status.json"
         while not done.wait(STATUS_PERIOD):
-            _write_json(run_dir / "canal" / "status.json", status_of(ctl))
-        _write_json(run_dir / "canal" / "status.json", status_of(ctl))
+            _write_status(status, ctl, limiter, log)
+        _write_status(status, ctl, limiter, log)
     finally:
         ctl.stop()  # TCP server closed, then the meta managers flush (HA: then the running nodes are released)
         log.info("canal-server stopped")

@@ -4,16 +4,23 @@ Concurrency: one thread per connection, plus one accept thread. The embedded API
 (a blocking GET waits on the ring store's condition variable, and ack/rollback take the destination's
 lock), so an asyncio loop would hand every request to a thread pool anyway; a thread per connection keeps
 each session a plain sequential loop, and a GET that blocks for minutes holds only its own thread: other
-clients and destinations go on. As in Canal, a blocking GET does hold its destination's lock, so requests
-for the SAME destination from other connections wait for it (Canal serialises a destination the same
-way). Connections are few (Canal consumers), so threads are cheap here; the GIL is released while a
-thread waits on its socket or the store.
+clients and destinations go on. Unlike Canal, a blocking GET waits without its destination's lock, so other
+connections' requests for the same destination are served meanwhile, and it stops waiting once its peer
+has closed the connection. The GIL is released while a thread waits on its socket or the store.
 
 Session flow (shared/reference/canal-compat.md section 1): handshake with 8 random seed bytes;
 CLIENTAUTHENTICATION (subscribes when destination and client id are set); then SUBSCRIPTION,
 UNSUBSCRIPTION, GET -> MESSAGES, CLIENTACK and CLIENTROLLBACK (no reply on success), every other type ->
 Ack 400. Error Acks never close the connection; an ack error is read by the client as the reply to its
 next request. Texts are Canal's, so people searching for them find Canal's documentation.
+
+What a client may cost (docs/tcp-server.md "Limits"): at most ``max_connections`` connections (lowered to
+what the open-files limit allows); at the cap a new connection makes the oldest one that has not
+authenticated close, or is itself closed at once when all have. Before authentication a request frame may
+hold 64 KiB, after it ``max_request_bytes``; a connection has ``auth_timeout`` seconds from its accept to
+authenticate and ONE attempt: a failed one is answered, then closed, and an address that keeps failing
+waits ever longer before its next attempt is checked (``AuthThrottle``). Lines a client can cause at will
+(connections, failed logins) are rate-limited per address.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import errno
 import itertools
 import logging
 import os
+import resource
 import socket
 import threading
 import time
@@ -31,12 +39,17 @@ from ..entry.proto import CanalProtocol_pb2 as cp
 from ..meta import BatchOrderError, ClientIdentity
 from . import codec
 from .auth import Authenticator
-from .embedded import CanalServerWithEmbedded
+from .embedded import CanalServerWithEmbedded, GetCancelled
+from .logs import LogLimiter, peer_text
+from .throttle import AuthThrottle, peer_key
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT = 3600.0  # s: Canal's server default when ClientAuth has no net_read_timeout
-DEFAULT_AUTH_TIMEOUT = 60.0  # s: a connection that has not authenticated by then is dropped
+DEFAULT_AUTH_TIMEOUT = 30.0  # s from the accept: a connection that has not authenticated by then is dropped
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_REQUEST = 1 << 20  # bytes: requests are a few strings; a filter may list many tables
+PRE_AUTH_MAX_REQUEST = 64 << 10  # bytes a ClientAuth may take: an anonymous peer costs little memory
 DEFAULT_FETCH_SIZE = 1  # fetch_size <= 0: at least one entry and no waiting for more (Canal's MEMSIZE store)
 
 # Java class names in error texts, as Canal's server prints them (its stack trace's first line)
@@ -94,7 +107,9 @@ class CanalTcpServer:
 
     def __init__(self, embedded: CanalServerWithEmbedded, *, host: str = "", port: int = 11111,
                  user: str = "", passwd: str = "", hooks: ClientHooks | None = None,
-                 auth_timeout: float = DEFAULT_AUTH_TIMEOUT, backlog: int = 128) -> None:
+                 auth_timeout: float = DEFAULT_AUTH_TIMEOUT, backlog: int = 128,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, max_request_bytes: int = DEFAULT_MAX_REQUEST,
+                 throttle: AuthThrottle | None = None) -> None:
         self.embedded = embedded
         self.host = host
         self.port = port
@@ -102,9 +117,15 @@ class CanalTcpServer:
         self.hooks: ClientHooks = hooks or NullClientHooks()
         self.auth_timeout = auth_timeout
         self.backlog = backlog
+        self.max_connections = fd_bounded(max_connections)
+        self.max_request_bytes = max_request_bytes
+        self.throttle = throttle if throttle is not None else AuthThrottle()
+        self.limiter = LogLimiter()  # lines any peer can cause: connections, failed logins
+        self.refusals = LogLimiter(per_key=1, total=1)  # one line a minute, with the count of the others
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
         self._sessions: set[_Session] = set()
+        self._unauthenticated: dict[_Session, None] = {}  # oldest first
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._ids = itertools.count(1)
@@ -135,8 +156,8 @@ class CanalTcpServer:
         self._acceptor = threading.Thread(target=self._accept_loop, name="canal-tcp-accept", daemon=True)
         self._acceptor.start()
         host, port = self.address
-        log.info("canal tcp server listening on %s:%d%s", host, port,
-                 " (authentication on)" if self.authenticator.enabled else "")
+        log.info("canal tcp server listening on %s:%d%s, at most %d connections", host, port,
+                 " (authentication on)" if self.authenticator.enabled else "", self.max_connections)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -155,8 +176,8 @@ class CanalTcpServer:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting and close every connection, then wait up to ``timeout`` s for the sessions. A
-        session blocked in a blocking GET ends only when its destination's store closes: callers that stop
-        the destinations afterwards (the controller) pass ``timeout=0`` and ``join`` after."""
+        session blocked in a blocking GET sees its connection closed within CANCEL_POLL seconds (or ends
+        when its destination's store closes)."""
         self._stopping.set()
         if self._listener is not None:
             try:
@@ -190,23 +211,76 @@ class CanalTcpServer:
         while not self._stopping.is_set():
             try:
                 sock, peer = listener.accept()
-            except OSError:
+            except OSError as e:
                 if self._stopping.is_set():
                     return
-                log.exception("accept failed")
+                self.limiter.log(log, logging.WARNING, "accept", "accept failed: %s", e)
                 time.sleep(0.1)  # e.g. EMFILE: do not spin
                 continue
-            session = _Session(self, sock, peer, next(self._ids))
             with self._lock:
                 if self._stopping.is_set():
-                    session.close()
+                    sock.close()
                     return
-                self._sessions.add(session)
-            session.thread.start()
+                if len(self._sessions) >= self.max_connections and not self._evict_one():
+                    refused = True
+                else:
+                    refused = False
+                    session = _Session(self, sock, peer, next(self._ids))
+                    self._sessions.add(session)
+                    self._unauthenticated[session] = None
+            if refused:  # cheap: no thread, no handshake
+                sock.close()
+                self.refusals.log(log, logging.WARNING, "refused",
+                                  "connection from %s refused: %d connections (canal.tcp.max.connections)",
+                                  peer[0], self.max_connections)
+                continue
+            try:
+                session.thread.start()
+            except RuntimeError as e:  # no more threads
+                self.limiter.log(log, logging.WARNING, "threads", "connection from %s closed: %s", peer[0], e)
+                session.close()
+                self._forget(session)
+
+    def _evict_one(self) -> bool:
+        """Close the oldest connection that has not authenticated (under ``_lock``); False if there is none."""
+        for victim in self._unauthenticated:
+            del self._unauthenticated[victim]
+            self._sessions.discard(victim)
+            victim.close()
+            return True
+        return False
+
+    def _authenticated(self, session: _Session) -> None:
+        with self._lock:
+            self._unauthenticated.pop(session, None)
 
     def _forget(self, session: _Session) -> None:
         with self._lock:
             self._sessions.discard(session)
+            self._unauthenticated.pop(session, None)
+
+
+def fd_bounded(max_connections: int) -> int:
+    """``max_connections``, lowered so that the connections leave this process file descriptors for its logs,
+    meta files, MySQL and ZooKeeper connections and metrics (an eighth of the limit, at least 32): a server at
+    its open-files limit could not accept or write anything. Raises the soft limit toward the hard one
+    first when that is what it takes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max_connections + max(32, max_connections // 8)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    bound = max(1, soft - max(32, soft // 8))
+    if bound < max_connections:
+        log.warning("canal.tcp.max.connections %d lowered to %d: the open-files limit is %d", max_connections,
+                    bound, soft)
+    return min(max_connections, bound)
 
 
 def _configure(sock: socket.socket) -> None:
@@ -233,7 +307,9 @@ class _Session:
         self.sock = sock
         self.peer = peer
         self.hooks = server.hooks
-        self.decoder = codec.FrameDecoder()
+        self.decoder = codec.FrameDecoder(min(server.max_request_bytes, PRE_AUTH_MAX_REQUEST))
+        self.accepted = time.monotonic()
+        self.key = peer_key(str(peer[0]))
         self.pending: list[bytes] = []
         self.idle_timeout = DEFAULT_IDLE_TIMEOUT
         self.write_timeout = DEFAULT_IDLE_TIMEOUT
@@ -257,6 +333,19 @@ class _Session:
         except OSError:
             pass
         self.sock.close()
+
+    def peer_gone(self) -> bool:
+        """Whether the peer closed or reset the connection (or the server closed it), without reading any
+        request the peer already sent. Quick: asked by a waiting GET under its store's lock."""
+        if self._closed:
+            return True
+        try:
+            self.sock.setblocking(False)  # with a timeout set, recv would first wait for data
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
 
     def read_packet(self, timeout: float) -> bytes:
         """The next request; _Closed on EOF, error or ``timeout`` seconds without a whole packet."""
@@ -305,7 +394,9 @@ class _Session:
     # ---- session -------------------------------------------------------------------------------
 
     def run(self) -> None:
-        log.info("client connected: %s", self.channel)
+        limiter = self.server.limiter
+        limiter.log(log, logging.INFO, self.key, "client connected: %s", self.channel)
+        authenticated = False
         try:
             try:
                 _configure(self.sock)
@@ -313,50 +404,76 @@ class _Session:
                 raise _Closed(str(e)) from None
             self.send(codec.handshake_packet(self.seed))  # not a reply: not counted
             self.authenticate()
+            authenticated = True
             while True:
                 self.request(self.read_packet(self.idle_timeout))
         except _Closed as e:
-            log.info("client %s: session ended: %s", self.channel, e)
+            if authenticated:
+                log.info("client %s: session ended: %s", self.channel, e)
+            else:
+                limiter.log(log, logging.INFO, self.key, "client %s: session ended: %s", self.channel, e)
         except Exception:
             log.exception("client %s: session failed", self.channel)
         finally:
             self.close()
             self.server._forget(self)
 
+    def _wait_or_gone(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` (the auth backoff); True if the peer went away meanwhile."""
+        time.sleep(min(seconds, 0.5))
+        return self.peer_gone()
+
     def authenticate(self) -> None:
-        """Until a ClientAuth passes (Canal keeps the connection in this stage after a failed one)."""
+        """One ClientAuth within auth_timeout of the accept; a failed one is answered and ends the session."""
         emb = self.server.embedded
-        while True:
-            start = time.monotonic()
-            pkt = self._parse(self.read_packet(self.server.auth_timeout))
-            ptype = codec.packet_type_name(pkt.type)
-            # Canal reads whatever comes first as a ClientAuth, whatever its type says
-            try:
-                auth = cp.ClientAuth.FromString(pkt.body)
-            except Exception as e:
-                raise _Closed(f"bad ClientAuth: {e}") from None
-            dest = None  # the authentication exchange is not counted (as Canal): no series from a login attempt
-            self._hook("packet_received", dest, ptype)
+        deadline = self.accepted + self.server.auth_timeout
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Closed(f"not authenticated within {self.server.auth_timeout:g} s")
+        pkt = self._parse(self.read_packet(left))
+        start = time.monotonic()
+        ptype = codec.packet_type_name(pkt.type)
+        # Canal reads whatever comes first as a ClientAuth, whatever its type says
+        try:
+            auth = cp.ClientAuth.FromString(pkt.body)
+        except Exception as e:
+            raise _Closed(f"bad ClientAuth: {e}") from None
+        dest = None  # the authentication exchange is not counted (as Canal): no series from a login attempt
+        authenticator, throttle = self.server.authenticator, self.server.throttle
+        if authenticator.enabled:
+            if not throttle.admit(self.key, deadline, self._wait_or_gone):
+                self._hook("packet_received", None, ptype)
+                self.error(None, 400, f"auth failed for user:{auth.username}: too many failed attempts from "
+                                      f"{self.key}, retry in {throttle.backoff(throttle.failures(self.key)):g} s")
+                raise _Closed("auth backoff outlasts the auth timeout")
             password = auth.password.decode("utf-8", "replace")
-            if not self.server.authenticator.authenticate(auth.username, password, self.seed):
-                log.warning("client %s: auth failed for user:%s", self.channel, auth.username)
-                self.error(dest, 400, f"auth failed for user:{auth.username}")
-                self._hook("request_latency", dest, ptype, time.monotonic() - start)
-                continue
-            if auth.destination and auth.client_id:
-                try:
-                    emb.subscribe(ClientIdentity(auth.destination, int(auth.client_id), auth.filter))
-                except Exception as e:
-                    self.error(dest, 400, self._wrong(e))
-                    raise _Closed(f"subscribe at auth failed: {e}") from None
-            if auth.net_read_timeout > 0:
-                self.idle_timeout = auth.net_read_timeout / 1000
-            if auth.net_write_timeout > 0:
-                self.write_timeout = auth.net_write_timeout / 1000
-            self.write(dest, codec.ack_packet())
-            self._hook("request_latency", dest, ptype, time.monotonic() - start)
-            log.info("client %s authenticated as %r", self.channel, auth.username)
-            return
+            if not authenticator.authenticate(auth.username, password, self.seed):
+                failures = throttle.failed(self.key)
+                self.server.limiter.log(log, logging.WARNING, self.key,
+                                        "client %s: auth failed for user:%s (%d in a row from %s)", self.channel,
+                                        peer_text(auth.username), failures, self.key)
+                self._hook("packet_received", None, ptype)
+                self.error(None, 400, f"auth failed for user:{auth.username}")
+                self._hook("request_latency", None, ptype, time.monotonic() - start)
+                raise _Closed("auth failed")
+            throttle.succeeded(self.key)
+        self._hook("packet_received", None, ptype)
+        if auth.destination and auth.client_id:
+            try:
+                emb.subscribe(ClientIdentity(auth.destination, int(auth.client_id), auth.filter))
+            except Exception as e:
+                self.error(dest, 400, self._wrong(e))
+                raise _Closed(f"subscribe at auth failed: {e}") from None
+        if auth.net_read_timeout > 0:
+            self.idle_timeout = auth.net_read_timeout / 1000
+        if auth.net_write_timeout > 0:
+            self.write_timeout = auth.net_write_timeout / 1000
+        # before the reply: a client that has its Ack is never closed to make room for a newcomer
+        self.server._authenticated(self)
+        self.decoder.max_frame = self.server.max_request_bytes
+        self.write(dest, codec.ack_packet())
+        self._hook("request_latency", dest, ptype, time.monotonic() - start)
+        log.info("client %s authenticated as %s", self.channel, peer_text(auth.username))
 
     def _parse(self, data: bytes) -> cp.Packet:
         try:
@@ -411,7 +528,10 @@ class _Session:
         client = ClientIdentity(get.destination, int(get.client_id))
         size = get.fetch_size if get.fetch_size > 0 else DEFAULT_FETCH_SIZE
         # auto_ack is ignored, as by Canal's server: a GET is always a getWithoutAck
-        msg = self.server.embedded.get_without_ack(client, size, codec.get_wait(get))
+        try:
+            msg = self.server.embedded.get_without_ack(client, size, codec.get_wait(get), self.peer_gone)
+        except GetCancelled:
+            raise _Closed("closed by peer during a blocking GET") from None
         if msg.batch_id == -1:
             self._hook("empty_batch", dest)
         else:

@@ -1,6 +1,7 @@
 """Event store between the sink and the consumers: Canal's bounded memory ring (``ring``)."""
 
 from .ring import (
+    CANCEL_POLL,
     DDL_EVENT_TYPES,
     DEFAULT_BUFFER_SIZE,
     DEFAULT_MEM_UNIT,
@@ -18,6 +19,7 @@ from .ring import (
 )
 
 __all__ = [
+    "CANCEL_POLL",
     "DDL_EVENT_TYPES",
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_MEM_UNIT",

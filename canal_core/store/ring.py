@@ -13,9 +13,12 @@ batch, and get/ack/rollback move the memory and row counters in O(1).
 Deliberate differences from Canal, all documented where they apply:
 - ``size`` of an event is the length of its serialized bytes (Canal counts the binlog event length): the bound
   is on what this process actually holds.
-- A put of more events than slots is split into chunks of ``buffer_size`` (Canal would wait forever).
+- A put stores what fits and waits for room for the rest, so a transaction larger than the free space (or than
+  the whole store) is split at the store's bound: a put waits only while not even one event fits (Canal waits
+  for room for the whole put, and forever for more events than slots).
 - A waiting get also returns once the store is full (Canal waits for its timeout, or forever: a batch larger
-  than the store can hold would deadlock).
+  than the store can hold would deadlock). "Full" is the test that makes a put wait, so a parser waiting for
+  room and a get waiting for more can never wait on each other.
 - Acked slots are released in both batch modes (Canal only in MEMSIZE); the last acked position is kept for
   ``first_position``/``latest_position``.
 """
@@ -26,7 +29,7 @@ import enum
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import attrgetter
@@ -53,6 +56,7 @@ KEY_DDL_ISOLATION = "canal.instance.get.ddl.isolation"
 
 DEFAULT_BUFFER_SIZE = 16384
 DEFAULT_MEM_UNIT = 1024
+CANCEL_POLL = 0.5  # s between two questions to a waiting get's ``cancelled``
 
 # Canal's isDdl: statements that change a table's shape (QUERY, e.g. CREATE DATABASE, is not one)
 DDL_EVENT_TYPES = frozenset(
@@ -290,50 +294,47 @@ class MemoryEventStore:
     def put(self, events: Sequence[StoredEvent], timeout: float | None = None) -> int:
         """Store ``events`` in order, waiting for room (this is what back-pressures the parser).
 
-        Waits while the ring has fewer than len(events) free slots or, in MEMSIZE mode, while the un-acked
-        bytes are >= buffer_size x mem_unit (checked before the put, as Canal: one put may overshoot, so an
-        event larger than the whole budget still goes in once the store has drained). More events than
-        slots are stored in chunks of buffer_size, each visible to gets as soon as it is in.
-        ``timeout`` None waits as long as needed; otherwise gives up after that many seconds.
-        Returns how many events were stored: len(events), or fewer on timeout (a whole number of chunks).
+        Stores as many as fit now, each visible to gets at once, then waits for room for the rest. Room: a
+        free slot and, in MEMSIZE mode, un-acked bytes below buffer_size x mem_unit (checked before storing,
+        as Canal: one put may overshoot, so an event larger than the whole budget still goes in once the store
+        has drained). ``timeout`` None waits as long as needed; otherwise gives up after that many seconds.
+        Returns how many events were stored: len(events), or fewer on timeout.
         Raises StoreClosed if the store is or gets closed.
         """
         n = len(events)
-        if n <= self._size:
-            if n == 0:
-                return 0
-            with self._lock:
-                if self._closed:
-                    raise StoreClosed("store is closed")
-                if not self._has_room(n) and not self._wait_room(n, timeout):
-                    return 0
-                self._do_put(events)
-            return n
+        if n == 0:
+            return 0
         deadline = None if timeout is None else time.monotonic() + timeout
         done = 0
-        while done < n:
-            chunk = events[done:done + self._size]
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self.put(chunk, left):
-                break
-            done += len(chunk)
+        with self._lock:
+            if self._closed:
+                raise StoreClosed("store is closed")
+            while done < n:
+                room = self._room()
+                if room == 0:
+                    if not self._wait_room(deadline):
+                        break
+                    continue
+                k = min(room, n - done)
+                self._do_put(events[done:done + k] if k < n else events)
+                done += k
         return done
 
     def try_put(self, events: Sequence[StoredEvent]) -> int:
-        """put without waiting."""
+        """put without waiting: stores what fits now."""
         return self.put(events, 0.0)
 
-    def _has_room(self, n: int) -> bool:
-        ack = self._ack if self._ack <= self._get else self._get
-        if self._put + n - self._size > ack:
-            return False
-        return not self._memsize or self._put_mem - self._ack_mem < self._mem_limit
+    def _room(self) -> int:
+        """How many events a put may store now (the memory budget is checked before, not per event)."""
+        if self._memsize and self._put_mem - self._ack_mem >= self._mem_limit:
+            return 0
+        return self._size - (self._put - self._ack)
 
-    def _wait_room(self, n: int, timeout: float | None) -> bool:
-        if timeout is not None and timeout <= 0:
+    def _wait_room(self, deadline: float | None) -> bool:
+        """Wait until at least one event fits; False on the deadline."""
+        if deadline is not None and deadline <= time.monotonic():
             return False
         start = time.monotonic()
-        deadline = None if timeout is None else start + timeout
         self._put_waiters += 1
         try:
             while True:
@@ -346,7 +347,7 @@ class MemoryEventStore:
                     self._not_full.wait(left)
                 if self._closed:
                     raise StoreClosed("store closed while a put was waiting")
-                if self._has_room(n):
+                if self._room():
                     return True
         finally:
             self._put_waiters -= 1
@@ -403,12 +404,14 @@ class MemoryEventStore:
 
     # ------------------------------------------------------------------ get
 
-    def get(self, batch_size: int, timeout: float | None = None) -> Batch:
+    def get(self, batch_size: int, timeout: float | None = None,
+            cancelled: Callable[[], bool] | None = None) -> Batch:
         """Canal's get: the next batch after the get cursor.
 
         Waits until "enough" is available: batch_size events (ITEMSIZE) or batch_size x mem_unit un-got bytes
         (MEMSIZE), or the store is full; ``timeout`` None waits as long as that takes, otherwise at most that
-        many seconds, then returns what is there (possibly nothing). timeout 0 is ``try_get``.
+        many seconds, then returns what is there (possibly nothing). timeout 0 is ``try_get``. ``cancelled``:
+        asked every CANCEL_POLL seconds while waiting; True ends the wait early (see ``wait_for``).
         The batch: ITEMSIZE up to batch_size events; MEMSIZE events while the bytes taken before each are
         <= batch_size x mem_unit (so at least one, and it may overshoot by one); with DDL isolation a DDL
         comes alone in its own batch. Raises StoreClosed if the store is or gets closed.
@@ -419,12 +422,37 @@ class MemoryEventStore:
             if self._closed:
                 raise StoreClosed("store is closed")
             if (timeout is None or timeout > 0) and not self._enough(batch_size):
-                self._wait_enough(batch_size, timeout)
+                self._wait_enough(batch_size, timeout, cancelled)
             return self._do_get(batch_size)
 
     def try_get(self, batch_size: int) -> Batch:
         """Canal's tryGet: whatever is available now, without waiting."""
         return self.get(batch_size, 0.0)
+
+    def get_if_enough(self, batch_size: int) -> Batch | None:
+        """The batch a get would return without waiting, or None when it would wait."""
+        if batch_size <= 0:
+            raise ValueError(f"batch size must be positive, got {batch_size}")
+        with self._lock:
+            if self._closed:
+                raise StoreClosed("store is closed")
+            return self._do_get(batch_size) if self._enough(batch_size) else None
+
+    def wait_for(self, batch_size: int, timeout: float | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> bool:
+        """Wait, taking nothing, until a get of ``batch_size`` would not wait; at most ``timeout`` seconds
+        (None: no limit). ``cancelled`` is asked every CANCEL_POLL seconds (under the store's lock: it must be
+        quick) and ends the wait when it says True. Returns whether enough is there. A caller that must not
+        hold its own locks while waiting (the embedded server) waits here, then takes the batch with
+        ``get_if_enough`` or ``try_get``. Raises StoreClosed if the store is or gets closed."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed("store is closed")
+            if self._enough(batch_size):
+                return True
+            if timeout is not None and timeout <= 0:
+                return False
+            return self._wait_enough(batch_size, timeout, cancelled)
 
     def _enough(self, batch_size: int) -> bool:
         if self._memsize:
@@ -432,24 +460,28 @@ class MemoryEventStore:
                 return True
         elif self._put - self._get >= batch_size:
             return True
-        return self._get < self._put and not self._has_room(1)  # full: nothing more can come without an ack
+        # full: nothing more can come without an ack (the very test that makes a put wait)
+        return self._get < self._put and self._room() == 0
 
-    def _wait_enough(self, batch_size: int, timeout: float | None) -> None:
+    def _wait_enough(self, batch_size: int, timeout: float | None,
+                     cancelled: Callable[[], bool] | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._get_waiters += 1
         try:
             while True:
                 if deadline is None:
-                    self._not_empty.wait()
+                    self._not_empty.wait(CANCEL_POLL if cancelled is not None else None)
                 else:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        return
-                    self._not_empty.wait(left)
+                        return False
+                    self._not_empty.wait(min(left, CANCEL_POLL) if cancelled is not None else left)
                 if self._closed:
                     raise StoreClosed("store closed while a get was waiting")
                 if self._enough(batch_size):
-                    return
+                    return True
+                if cancelled is not None and cancelled():
+                    return False
         finally:
             self._get_waiters -= 1
 

@@ -299,18 +299,36 @@ def test_password_auth(served: Served, admin_conn: Any) -> None:
         with pytest.raises(CanalAuthError) as err:
             SimpleConnector(served.addr, "d1", user, password).connect()
         assert err.value.code == 400 and err.value.message == f"auth failed for user:{user}"
-
-    # the password sent unscrambled (what canal-python does) is refused; the connection stays in the auth
-    # stage, as Canal's does, and a correct ClientAuth then passes
+    # the password sent unscrambled (what canal-python does) is refused, and the connection closed: one
+    # attempt per connection; a new connection with a correct ClientAuth then passes
     raw = Raw(served.addr)
     try:
         raw.send(cp.CLIENTAUTHENTICATION, cp.ClientAuth(username=USER, password=PASSWORD.encode()))
         refused = raw.ack()
         assert (refused.error_code, refused.error_message) == (400, f"auth failed for user:{USER}")
+        with pytest.raises(EOFError):
+            raw.read(timeout=5)
+    finally:
+        raw.close()
+    throttle = served.tcp.throttle  # four failures from this address: its next attempt waits 2 s
+    assert throttle.failures("127.0.0.1") == 4
+    time.sleep(throttle.backoff(4))  # (longer than this server's auth timeout, so wait before connecting)
+    raw = Raw(served.addr)
+    try:
         assert raw.auth().error_code == 0
     finally:
         raw.close()
-    assert (None, 400) in served.hooks.of("request_error")  # ClientAuth without a destination
+    # a refused ClientAuth names no destination to the metrics hooks: a guesser creates no labelled series
+    raw = Raw(served.addr)
+    try:
+        assert raw.auth("wrong", destination="guess-1", client_id="1001").error_code == 400
+    finally:
+        raw.close()
+    deadline = time.monotonic() + 5  # a hook runs after the reply is written
+    while len(served.hooks.of("request_error")) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [d for d, _ in served.hooks.of("request_error")] == [None] * 5
+    assert "guess-1" not in {d for d, _ in served.hooks.of("packet_received")}
 
 
 def _ack_all(conn: SimpleConnector) -> None:

@@ -61,7 +61,9 @@ canal.instance.master.sslMode
 
 # keys of ours, beyond canal-compat §5 (each documented where it is used)
 EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.zookeeper.auth", "canal.instance.parser.maxEventSize",
-              "canal.metrics.pull.ip"]
+              "canal.metrics.pull.ip", "canal.tcp.max.connections", "canal.tcp.max.request.bytes",
+              "canal.tcp.auth.timeout", "canal.tcp.auth.backoff", "canal.tcp.auth.backoff.max",
+              "canal.log.file.max.bytes", "canal.log.file.backups"]
 
 CONF = object()  # placeholder for "the conf directory of the test"
 T, F = "true", "false"
@@ -77,6 +79,13 @@ CASES: list[tuple[str, Any, str, Any, str | None]] = [
     ("canal.user", "", "canal", "canal", None),
     ("canal.passwd", "", "e3619321c1a937c46a0d8bd1dac39f93b27d4458", "E3619321C1A937C46A0D8BD1DAC39F93B27D4458",
      "canal"),
+    ("canal.tcp.max.connections", 1000, "200", 200, "0"),
+    ("canal.tcp.max.request.bytes", 1048576, "65536", 65536, "100"),
+    ("canal.tcp.auth.timeout", 30, "5", 5, "0"),
+    ("canal.tcp.auth.backoff", 250, "0", 0, "-1"),
+    ("canal.tcp.auth.backoff.max", 10000, "2000", 2000, "1e4"),
+    ("canal.log.file.max.bytes", 104857600, "1048576", 1048576, "1k"),
+    ("canal.log.file.backups", 5, "0", 0, "-2"),
     ("canal.zkServers", "", "10.0.0.1:2181,10.0.0.2:2181/canal", "10.0.0.1:2181,10.0.0.2:2181/canal", "zk1"),
     ("canal.zookeeper.flush.period", 1000, "500", 500, "0"),
     ("canal.zookeeper.session.timeout", 90000, "4000", 4000, "500"),

@@ -17,6 +17,7 @@ from canal_core.entry.model import (
 from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.parse.model import EVENT_ALTER, EVENT_INSERT, EVENT_QUERY, EVENT_UPDATE, EntryPosition
 from canal_core.store import (
+    CANCEL_POLL,
     KEY_BATCH_MODE,
     KEY_BUFFER_SIZE,
     KEY_DDL_ISOLATION,
@@ -207,6 +208,47 @@ def test_get_wait_ends_when_store_is_full():
     st.put([ev(i) for i in range(4)])
     t.join(WAIT)
     assert offsets(out["value"]) == [0, 1, 2, 3]
+
+
+def test_wait_for_takes_nothing_and_ends_when_cancelled():
+    st = MemoryEventStore(buffer_size=16, batch_mode="ITEMSIZE")
+    st.put([ev(0)])
+    gone = threading.Event()
+    t, out = in_thread(st.wait_for, 3, None, gone.is_set)
+    time.sleep(0.05)
+    assert t.is_alive()
+    t0 = time.monotonic()
+    gone.set()  # e.g. the client's connection closed
+    t.join(WAIT)
+    assert out["value"] is False and time.monotonic() - t0 < 2 * CANCEL_POLL
+    assert st.wait_for(3, 0.01) is False and st.get_if_enough(3) is None
+    st.put([ev(1), ev(2)])
+    assert st.wait_for(3) is True and st.get_seq == -1  # nothing taken
+    assert offsets(st.get_if_enough(3)) == [0, 1, 2]
+    t, out = in_thread(st.get, 1, None, gone.is_set)  # a cancelled get returns what is there: nothing
+    t.join(WAIT)
+    assert out["value"].events == []
+
+
+@pytest.mark.parametrize("mode", ["ITEMSIZE", "MEMSIZE"])
+def test_transaction_put_and_blocking_get_never_wait_on_each_other(mode):
+    # 2 free slots, transactions of 3 events: the parser's put has room for 2 of them. It stores those
+    # and waits for one slot; the store is then full by the same test a waiting get uses, so a get that wants
+    # more than the store holds returns, its ack frees room and the parser goes on
+    st = MemoryEventStore(buffer_size=8, mem_unit=1024, batch_mode=mode)
+    st.put(txn(0, 1) + txn(3, 1))  # two transactions: 6 of 8 slots
+    parser, put_out = in_thread(lambda: [st.put(txn(100 + 3 * i, 1)) for i in range(3)])
+    wait_until(lambda: st._put_waiters == 1)
+    getter, get_out = in_thread(st.get, 1000)  # a blocking get far bigger than anything stored
+    getter.join(WAIT)
+    assert not getter.is_alive(), "blocking get and waiting put deadlocked"
+    batch = get_out["value"]
+    assert len(batch) == 8 and offsets(batch)[-2:] == [100, 101]  # the split transaction's first part came too
+    st.ack(seq=batch.end_seq)
+    parser.join(WAIT)
+    assert put_out["value"] == [3, 3, 3]
+    rest = st.try_get(1000)
+    assert offsets(rest) == [102, 103, 104, 105, 106, 107, 108]
 
 
 @pytest.mark.parametrize("mode", ["ITEMSIZE", "MEMSIZE"])
