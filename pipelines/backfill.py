@@ -5,7 +5,9 @@ Dagster instance (the run shows up in the UI like one launched from the Launchpa
 
 Times are ISO 8601, UTC unless they carry an offset; no --end means up to now; no --table means every
 mirrored table. DAGSTER_HOME defaults to the project's dagster_home/ (whose relative storage paths are
-taken from the repository root, so this changes into it). The live Canal cursor is never touched.
+taken from the repository root, so this changes into it). The live Canal cursor is never touched. Like every
+writer of the destination, the run's step waits for the slot of the Dagster pool canal/<destination> (while a
+window run's step holds it, the run's log says "Step blocked by limit for pool").
 """
 
 import argparse

@@ -29,6 +29,7 @@ from pydantic import Field
 from .assets.cdc import CdcAssets
 from .assets.keys import BACKFILL_JOB, CHANGELOG, MAINTENANCE_JOB, SNAPSHOT_JOB, WINDOW_JOB, split_table
 from .config import PipelineConfig
+from .pools import check_writer_slot, writer_pool
 from .resources import LakeResource, SparkResource
 
 
@@ -63,15 +64,21 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
         SNAPSHOT_JOB, selection=mirrors.without_checks(), executor_def=in_process_executor,
         description="Initial load of mirrors from a consistent snapshot with a known binlog position.")
 
-    @op(name="backfill_period", description="Replay the period from the binlog, replace it in the changelog, "
-        "re-merge the mirrors.")
+    pool = writer_pool(settings.destination)
+
+    @op(name="backfill_period", pool=pool, description="Replay the period from the binlog, replace it in the "
+        "changelog, re-merge the mirrors (one writer at a time per destination: pool canal/<destination>).")
     def backfill_period(context: OpExecutionContext, config: BackfillConfig, spark: SparkResource,
                         lake: LakeResource) -> None:
         from .assets.backfill import backfill_op_body
 
+        check_writer_slot(context)
         summary = backfill_op_body(context, settings, tables, spark, lake, config.start_time, config.end_time,
                                    config.tables)
-        context.log.info(f"backfill done: {summary}")
+        context.add_output_metadata(summary)
+        context.log.info(f"backfill done: {summary['rows_replayed']} row changes replayed, "
+                         f"{summary['rows_replaced']} changelog rows replaced up to "
+                         f"{summary['changelog_applied_end']}")
 
     @job(name=BACKFILL_JOB, executor_def=in_process_executor,
          description="Backfill by time (Launchpad: start_time, optional end_time, tables) through a separate "
@@ -79,11 +86,12 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
     def backfill() -> None:
         backfill_period()
 
-    @op(name="optimize_and_vacuum")
+    @op(name="optimize_and_vacuum", pool=pool)
     def optimize_and_vacuum(context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource,
                             lake: LakeResource) -> None:
         from . import lake as L
 
+        check_writer_slot(context)
         session, lk = spark.session(), lake.lake()
         paths = [str(lk.changelog_path())] + [str(lk.mirror_path(*split_table(t))) for t in tables]
         for path in paths:

@@ -86,7 +86,6 @@ __all__ = [
     "optimize",
     "preview_mirror",
     "read_table_version",
-    "remerge_mirror",
     "rename_mirror",
     "rename_statements",
     "replace_changelog_range",
@@ -203,6 +202,7 @@ class MirrorResult:
     position: int | None = None
     applied_parts: int = 0
     reason: str = ""
+    replans: int = 0   # re-merges planned again because another writer committed meanwhile (pipelines.remerge)
 
     def add(self, other: MirrorResult) -> None:
         self.inserted += other.inserted
@@ -210,6 +210,7 @@ class MirrorResult:
         self.deleted += other.deleted
         self.skipped_parts += other.skipped_parts
         self.applied_parts += other.applied_parts
+        self.replans += other.replans
         self.version, self.position = other.version, other.position
         self.reason = self.reason or other.reason
 
@@ -1381,94 +1382,6 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
     after = table_state(spark, path, app)
     log.info("%s.%s: snapshot at %s written (Delta version %s)", schema, table, position_key, after.version)
     return after.version
-
-
-# ---- backfill: re-merge a mirror ---------------------------------------------------------------------------
-
-
-def _identity(img: str) -> str:
-    """SQL: a key's identity from a text image of a changelog row: {key column: Canal text} as JSON."""
-    return f"to_json(map_from_arrays(keys, transform(keys, k -> element_at({img}, k))))"
-
-
-def remerge_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
-                   table: TableChanges, lo_key: int | None = None, hi_key: int | None = None) -> MirrorResult:
-    """Backfill repair: restore the mirror rows of the keys this window changed (those changed in
-    [lo_key, hi_key] when given) to their latest change up to the mirror's position P, without moving P.
-
-    A key is written only by the window holding its last change <= P according to canal/changelog (so replace
-    the changelog range first): missing rows are inserted, damaged ones overwritten, rows whose last change is
-    a delete (or precedes a TRUNCATE / DROP of the table) deleted, correct rows left alone. Windows may be
-    re-merged in any order; keys the window did not change are never touched. A table without a primary key is
-    refused (KeylessRemergeError): pipelines.keyless.refuse_remerge says why and what to do."""
-    from pyspark.sql import functions as F
-
-    from .keyless import refuse_remerge
-
-    path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
-    state = table_state(spark, path, app)
-    res = MirrorResult(version=state.version, position=state.position)
-    if not state.exists or state.position is None or not table.parts:
-        res.reason = "no mirror to repair" if not state.exists else res.reason
-        return res
-    top = state.position
-    if any(not _keys(p) for p in table.parts if p.min_pos <= top):
-        raise refuse_remerge(table.name)
-    parts = [p for p in table.parts if p.min_pos <= top and _keys(p)]
-    if not parts:
-        return res
-    staged = _read_changelog(spark, window_dir, manifest)
-    if staged is None:
-        raise LakeError(f"{window_dir}: window {manifest.window} has table parts but no changelog.parquet")
-    sel = (F.col("destination") == manifest.destination) & (F.col("schema_name") == table.schema) & (
-        F.col("table_name") == table.table)
-    staged = staged.where(sel)
-    lo = min(p.min_pos for p in parts)
-    if lo_key is not None:
-        lo = min(lo, lo_key)
-    clog = spark.read.format("delta").load(lake.changelog_path()).where(sel & F.col("pos").between(lo, top))
-    both = clog.unionByName(staged.where(F.col("pos") <= top))
-
-    def touched(df: DataFrame) -> DataFrame:
-        # every key a change touched: the before image of updates/deletes, the after image of inserts/updates
-        return df.select("pos", "row", F.explode(F.array(
-            F.when(F.col("before").isNotNull(), F.expr(_identity("before"))),
-            F.when(F.col("after").isNotNull(), F.expr(_identity("after"))))).alias("__ident")).where(
-            "__ident IS NOT NULL")
-
-    last = touched(both).groupBy("__ident").agg(F.max(F.struct("pos", "row")).alias("__last"))
-    if lo_key is not None or hi_key is not None:
-        rng = touched(both.where(F.col("pos").between(lo_key if lo_key is not None else lo,
-                                                      hi_key if hi_key is not None else top)))
-        last = last.join(rng.select("__ident").distinct(), "__ident")
-    ids = staged.select(F.col("pos").alias("__pos"), F.col("row").alias("__row"),
-                        F.expr(_identity("before")).alias("__b"), F.expr(_identity("after")).alias("__a"))
-    emptied = [int(state.properties[PROP_EMPTIED])] if PROP_EMPTIED in state.properties else []
-    emptied = [e for e in emptied if e <= top] + [d.pos for d in _table_ddl(manifest, table.schema, table.table)
-                                                  if d.kind in ("truncate", "erase") and d.pos <= top]
-    cut = max(emptied, default=None)
-    struct = spark.read.format("delta").load(path).schema
-    for part in parts:
-        keys = _keys(part)
-        df = _read_staged(spark, _file(window_dir, part.file)).where(F.col(COL_POS) <= top)
-        # each typed row's key identity: a DELETE (also the old-key half of a key change) by its before image
-        df = df.join(ids, (F.col(COL_POS) == F.col("__pos")) & (F.col(COL_ROW) == F.col("__row")))
-        df = df.withColumn("__ident", F.when(F.col(COL_OP) == OP_DELETE, F.col("__b")).otherwise(F.col("__a")))
-        df = df.join(last, "__ident").where(
-            (F.col("__last.pos") == F.col(COL_POS)) & (F.col("__last.row") == F.col(COL_ROW)))
-        if cut is not None:  # a change before the table was emptied leaves no row
-            df = df.withColumn(COL_OP, F.when(F.col(COL_POS) < cut, F.lit(OP_DELETE)).otherwise(F.col(COL_OP)))
-        src = _project(_latest(df, keys), struct)
-        with _txn(spark, None, None, f"canal:remerge:{manifest.destination}:{manifest.window}"):
-            counts = _merge_part(spark, path, src, keys, struct, guard=False, only_changed=True)
-        if counts:
-            res.inserted += counts[0]
-            res.updated += counts[1]
-            res.deleted += counts[2]
-        res.applied_parts += 1
-    final = table_state(spark, path, app)
-    res.version, res.position = final.version, final.position
-    return res
 
 
 # ---- maintenance ------------------------------------------------------------------------------------------

@@ -119,12 +119,16 @@ class MonitoredRunLauncher(DefaultRunLauncher):
         worker = run_worker(self._instance, run_id)
         if worker is None or not worker.alive:
             return False
+        # reported before the signal: the worker may report its run CANCELED the moment it gets SIGTERM
+        self._instance.report_engine_event(f"run worker pid {worker.pid} signalled directly (SIGTERM): its code "
+                                           "server could not terminate the run", run, cls=self.__class__)
         signal_all([worker.pid], signal.SIGTERM)
         deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
         while worker.alive and time.monotonic() < deadline:
             time.sleep(0.2)
         if worker.alive:
             signal_all([worker.pid], signal.SIGKILL)
-        self._instance.report_engine_event(f"run worker pid {worker.pid} signalled directly: its code server "
-                                           "could not terminate the run", run, cls=self.__class__)
+            self._instance.report_engine_event(
+                f"run worker pid {worker.pid} still running {TERMINATE_GRACE_SECONDS:.0f} s after SIGTERM: SIGKILL",
+                run, cls=self.__class__)
         return True

@@ -24,11 +24,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pymysql
-
 from canal_core.entry.convert import EntryConverter
 from canal_core.entry.model import ENTRY_HEARTBEAT, ENTRY_ROWDATA, CanalEntry
 from canal_core.parse.filter import TableFilter
+from canal_core.parse.health import ErrorKind
 from canal_core.parse.history import SchemaHistory
 from canal_core.parse.locator import StartConfig
 from canal_core.parse.model import LogPosition
@@ -37,6 +36,10 @@ from canal_core.parse.parser import EventParser, ParserConfig
 from .window import Position, WindowManifest, order_key
 
 log = logging.getLogger(__name__)
+
+
+# errors a replay does not wait out: the account refused, another server at the address, a broken history
+_FATAL_KINDS = frozenset({ErrorKind.ACCESS, ErrorKind.SOURCE_MISMATCH, ErrorKind.NEEDS_PERSON})
 
 
 class ReplayError(RuntimeError):
@@ -64,17 +67,20 @@ class ReplaySource:
 
 
 def binlog_head(conn_kwargs: dict[str, Any]) -> Position:
-    """The source's current binlog end (SHOW MASTER STATUS)."""
-    conn = pymysql.connect(**conn_kwargs)
+    """The source's current binlog end, as the replica side reads it (SHOW BINARY LOG STATUS on MySQL 8.4+,
+    SHOW MASTER STATUS before; a typed error when the binlog is off)."""
+    from canal_core.mysql import ReplicationConnection, ReplicationError
+
+    kw = {k: v for k, v in conn_kwargs.items() if k in ("host", "port", "user", "password", "ssl")}
+    conn = ReplicationConnection(**kw)
     try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW MASTER STATUS")
-            row = cur.fetchone()
+        conn.connect()
+        file, pos, _ = conn.master_status()
+    except ReplicationError as e:
+        raise ReplayError(f"cannot read the binlog end of {kw.get('host')}:{kw.get('port')}: {e}") from e
     finally:
         conn.close()
-    if not row:
-        raise ReplayError("SHOW MASTER STATUS returned nothing: the source has no binlog (log_bin=OFF)")
-    return Position(row[0], int(row[1]))
+    return Position(file, pos)
 
 
 def _tables_regex(tables: list[str]) -> str:
@@ -189,6 +195,10 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
                 waited += 0.2
                 if not finished and not parser.running:
                     raise ReplayError(f"replay parser stopped: {parser.last_error}")
+                if not finished and (err := parser.health.error) is not None and err.kind in _FATAL_KINDS:
+                    # retrying will not change the account or the server answering: fail the replay now
+                    raise ReplayError(f"replay parser cannot read {parser.health.source}: {err.kind.value}: "
+                                      f"{err.type_name}: {err.message}")
                 if finished or collector.rows >= chunk_rows:
                     chunk, _ = collector.take()
                     if chunk:

@@ -68,6 +68,16 @@ def split_key(key: int) -> tuple[int, int]:
     return key >> 32, key & 0xFFFFFFFF
 
 
+def key_text(key: int, journal_like: str) -> str:
+    """An order key as ``file:offset``, the file named like ``journal_like`` (a binlog file name of the same
+    source: ``mysql-bin.000001`` gives ``mysql-bin.000002:6039762``)."""
+    seq, off = split_key(key)
+    m = _SEQ.search(journal_like)
+    if m is None:
+        raise ValueError(f"binlog file name without a sequence number: {journal_like!r}")
+    return f"{journal_like[:m.start()]}{seq:0{len(m.group(1))}d}:{off}"
+
+
 @dataclass(slots=True)
 class Position:
     journal: str

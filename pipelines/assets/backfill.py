@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetMaterialization, MetadataValue, OpExecutionContext
+from dagster import AssetMaterialization, MetadataValue, OpExecutionContext, TableColumn, TableRecord, TableSchema
 
 from ..config import PipelineConfig
 from ..resources import LakeResource, SparkResource
-from ..window import Position
+from ..window import Position, key_text, split_key
 from .keys import CHANGELOG, mirror_key
 
 
@@ -71,6 +71,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     ``report_*``: log materializations for assets that are not outputs of the running step."""
     from .. import lake as L
     from ..registry import registry_for
+    from ..remerge import remerge_mirror
     from ..replay import replay_windows
 
     unknown = sorted(set(selection or ()) - set(tables))
@@ -100,51 +101,78 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
         clamped["replayed_from"] = f"{first.journal}:{first.offset}"
         context.log.info(f"the destination's schema history begins at {first.journal}:{first.offset} (its first "
                          "start): the backfill replays from there")
+    merged: dict[str, L.MirrorResult] = {}
+    journal = first.journal if first is not None else ""
     try:
         windows = list(replay_windows(source, root=root, destination=config.destination, label=0, start=start_at,
                                       end=_ms(end) - 1, tables=chosen))
         rows = sum(m.rows for _, m in windows)
+        journal = windows[0][1].start.journal if windows else journal
         context.log.info(f"backfill {start.isoformat()} .. {end.isoformat()} of {', '.join(chosen)}: "
                          f"{rows} row changes in {len(windows)} staged windows; the changelog is replaced up to "
-                         f"its applied end {applied}")
+                         f"its applied end {_at(applied, journal)}")
         replaced = 0
         if windows and applied is not None:
             # the changelog first: remerge_mirror decides by it which window holds a key's last change
             replaced = L.replace_changelog_range(session, lk, windows, tables=chosen, lo_key=lo_key,
                                                  hi_key=applied, start_ms=_ms(start), end_ms=_ms(end) - 1)
-        merged: dict[str, dict[str, int]] = {}
         refused: dict[str, str] = {}
         for d, m in windows:
             for t in L.mirror_tables(m):
                 if t.name not in chosen or t.name not in snapshotted or t.name in refused:
                     continue  # a table still waiting for its snapshot has no mirror to repair
                 try:
-                    r = L.remerge_mirror(session, lk, d, m, t)
+                    r = remerge_mirror(session, lk, d, m, t)
                 except L.KeylessRemergeError as e:  # the other tables are still repaired; the summary says why
                     refused[t.name] = str(e)
                     context.log.warning(str(e))
                     continue
-                acc = merged.setdefault(t.name, {"inserted": 0, "updated": 0, "deleted": 0})
-                for k in acc:
-                    acc[k] += int(getattr(r, k, 0) or 0)
+                merged.setdefault(t.name, L.MirrorResult()).add(r)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
     span = {"backfill_start": start.isoformat(), "backfill_end": end.isoformat(), **clamped}
     if report_mirrors:
-        for name, counts in merged.items():
+        for name, r in merged.items():
             context.log_event(AssetMaterialization(
                 asset_key=mirror_key(name), description="re-merged by a backfill",
-                metadata={**span, **{f"rows_{k}": v for k, v in counts.items()}}))
+                metadata={**span, "rows_inserted": r.inserted, "rows_updated": r.updated, "rows_deleted": r.deleted,
+                          "replans": r.replans, "mirror_position": _at(r.position, journal),
+                          "delta_version": r.version}))
     if report_changelog:
         from .partitions import first_partition_day
 
         for day in _days(start, end, first_partition_day(config)):
             context.log_event(AssetMaterialization(asset_key=CHANGELOG, partition=day,
                                                    description="period replaced by a backfill", metadata=span))
-    return {**span, "rows": rows, "rows_replaced": int(replaced or 0), "tables": MetadataValue.json(chosen),
-            "mirrors_remerged": MetadataValue.json(merged),
-            **({"mirrors_not_remerged": MetadataValue.json(refused)} if refused else {})}
+    for name, r in merged.items():
+        context.log.info(f"{name}: re-merge inserted {r.inserted}, updated {r.updated}, deleted {r.deleted} rows "
+                         f"(passes planned again: {r.replans}); the mirror is at {_at(r.position, journal)}")
+    return {**span, "rows_replayed": rows, "rows_replaced": int(replaced or 0),
+            "changelog_applied_end": _at(applied, journal), "tables": MetadataValue.text(", ".join(chosen)),
+            "mirrors": _mirrors_table(merged, journal),
+            **({"mirrors_not_remerged": _refused_md(refused)} if refused else {})}
+
+
+def _refused_md(refused: dict[str, str]) -> MetadataValue:
+    return MetadataValue.md("\n".join(f"* `{t}`: {why}" for t, why in sorted(refused.items())))
+
+
+def _at(key: int | None, journal: str) -> str:
+    """An order key as binlog file:offset (named like ``journal``); "none" for no position."""
+    if key is None:
+        return "none"
+    return key_text(key, journal) if journal else "{}:{}".format(*split_key(key))
+
+
+def _mirrors_table(merged: dict[str, Any], journal: str) -> MetadataValue:
+    """What the re-merge did per mirror, as a table the Dagster UI shows."""
+    cols = [("table", "string"), ("inserted", "int"), ("updated", "int"), ("deleted", "int"), ("replans", "int"),
+            ("mirror_position", "string"), ("delta_version", "int")]
+    records = [TableRecord({"table": name, "inserted": r.inserted, "updated": r.updated, "deleted": r.deleted,
+                            "replans": r.replans, "mirror_position": _at(r.position, journal),
+                            "delta_version": r.version}) for name, r in sorted(merged.items())]
+    return MetadataValue.table(records, schema=TableSchema([TableColumn(n, t) for n, t in cols]))
 
 
 def backfill_op_body(context: OpExecutionContext, config: PipelineConfig, tables: Sequence[str],

@@ -42,8 +42,9 @@ from dagster import (
 )
 
 from ..config import PipelineConfig
+from ..pools import check_writer_slot, writer_pool
 from ..resources import CanalWindowResource, LakeResource, SparkResource
-from ..window import Position, WindowManifest
+from ..window import Position, WindowManifest, key_text
 from .keys import CHANGELOG, LAG_CHECK, RECONCILE_CHECK, WINDOW_JOB, mirror_key, source_key, split_table
 from .partitions import first_partition_day
 
@@ -69,18 +70,6 @@ def parse_position(text: str) -> Position:
     if not sep or not journal or not offset.isdigit():
         raise ValueError(f"binlog position {text!r}: expected file:offset")
     return Position(journal, int(offset))
-
-
-def key_text(key: int | None, like: str) -> str:
-    """An order key (file sequence << 32 | offset) as a binlog position, "mysql-bin.000002:6039762": the key keeps
-    only the file's sequence number, ``like`` (a binlog file name of the same server) gives its base name."""
-    if key is None or key < 0:
-        return "-"
-    from ..window import split_key
-
-    seq, off = split_key(key)
-    base, dot, digits = like.rpartition(".")
-    return f"{base}.{seq:0{len(digits)}d}:{off}" if dot and digits.isdigit() else f"{like}#{seq}:{off}"
 
 
 def lag_seconds(timestamp_ms: int) -> float:
@@ -172,7 +161,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
     return MaterializeResult(metadata={
         "rows_inserted": total.inserted, "rows_updated": total.updated, "rows_deleted": total.deleted,
         "skipped_parts": total.skipped_parts, "delta_version": total.version,
-        "mirror_position": MetadataValue.text(key_text(total.position, at.journal)),
+        "mirror_position": MetadataValue.text("-" if total.position is None else key_text(total.position, at.journal)),
         "binlog_position": MetadataValue.text(pos_text(at)), "gtid": MetadataValue.text(at.gtid or "-"),
         "lag_seconds": lag_seconds(at.timestamp_ms),
         "window": manifest.window if manifest is not None else -1,
@@ -297,10 +286,12 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
                      partitions: DailyPartitionsDefinition) -> AssetsDefinition:
     @asset(key=CHANGELOG, deps=[s.key for s in sources], partitions_def=partitions, group_name="canal",
            backfill_policy=BackfillPolicy.single_run(), kinds={"spark", "delta"},
+           pool=writer_pool(config.destination),
            description="Every row change, appended to Delta once per batch, partitioned by UTC date. A partition "
                        "backfill replays those days from the binlog and re-merges the affected mirrors.")
     def changelog(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                   canal_window: CanalWindowResource) -> MaterializeResult:
+        check_writer_slot(context)
         if canal_window.path:
             from .. import lake as L
             from ..staging import load_window
@@ -340,7 +331,7 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
 
     def make_mirror(name: str) -> AssetsDefinition:
         @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
-               freshness_policy=freshness,
+               freshness_policy=freshness, pool=writer_pool(config.destination),
                description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
                            "key in binlog order; an older change never overwrites a newer one. A table without a "
                            "primary key: every row, duplicates included (copies numbered in _canal_dup). Kept by the "
@@ -349,6 +340,7 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
                            "snapshot's binlog position.")
         def mirror(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
                    canal_window: CanalWindowResource) -> MaterializeResult:
+            check_writer_slot(context)
             if canal_window.path or canal_window.catch_up:
                 return mirror_from_window(context, config, name, spark, lake, canal_window)
             if context.job_def.name == WINDOW_JOB:

@@ -20,6 +20,7 @@ from dagster import DagsterInstance, RunRequest, SensorResult, build_sensor_cont
 
 from pipelines.config import PipelineConfig, parse_config
 from pipelines.definitions import build_definitions
+from pipelines.pools import INSTANCE_SETTINGS
 from pipelines.sensor_state import SensorState
 from pipelines.types import from_db, select_expr
 
@@ -73,7 +74,9 @@ class Driver:
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        self.instance = DagsterInstance.local_temp(tempdir=str(self.home), overrides=self.instance_overrides)
+        # the lake writers' one-slot pools, as the project's dagster.yaml configures them
+        overrides = {**INSTANCE_SETTINGS, **(self.instance_overrides or {})}
+        self.instance = DagsterInstance.local_temp(tempdir=str(self.home), overrides=overrides)
         self.reload()
 
     def reload(self) -> None:

@@ -1,4 +1,4 @@
-"""The Dagster UI in a real browser (issue 5, must-show 6): Debian's headless Chromium, driven by Playwright,
+"""The Dagster UI in a real browser: Debian's headless Chromium, driven by Playwright,
 opens the webserver's global asset lineage and canal/changelog's lineage view and finds the graph
 mysql/<schema>/<table> -> canal/changelog -> mirror/<schema>/<table>, read from the rendered SVG (asset
 nodes, their group boxes and the edge paths between them), and cross-checked through the webserver's

@@ -1,4 +1,4 @@
-"""Issue 4 must-show 5: a group destination over two private MariaDB servers orders transactions by
+"""A group destination over two private MariaDB servers orders transactions by
 time without splitting any, and after a restart resumes each source from its own position."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 6 must-shows 3 and 4: two canal-server PROCESSES in HA on the private ZooKeeper and MariaDB.
+"""Two canal-server PROCESSES in HA on the private ZooKeeper and MariaDB.
 
 Both serve the same destination with Canal's default-instance.xml (period-mixed meta in ZooKeeper), each with
 its own conf dir, run dir and replica id, 2 s ZooKeeper sessions (canal.zookeeper.session.timeout) and TZ=UTC.
@@ -491,7 +491,7 @@ def check_cursor(cursors: CursorSampler, zk: KazooClient, consumer: Consumer) ->
     return raw
 
 
-# ---- must-show 3 -------------------------------------------------------------------------------------
+# ---- failover -------------------------------------------------------------------------------------
 
 
 @pytest.mark.timeout(240)
@@ -556,7 +556,7 @@ def test_sigkill_of_the_active_fails_over_within_10s_and_loses_nothing(
     assert "stopping" in b.log() and "destination hadest stopped: no longer active here" in b.log()
 
 
-# ---- must-show 4 -------------------------------------------------------------------------------------
+# ---- split brain -------------------------------------------------------------------------------------
 
 
 @pytest.mark.timeout(240)

@@ -1,4 +1,4 @@
-"""Issue 4 must-show 1: a consumer takes batches ahead and acks them in order; the server process is
+"""A consumer takes batches ahead and acks them in order; the server process is
 killed with SIGKILL and restarted; over the whole run every committed row arrives at least once, in
 commit order, and only batches that were not acked come again (canal.file.flush.period=0: every ack is on
 disk before it returns)."""

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import lake as L
+from pipelines.remerge import REMERGE_NOTE, commits_after, remerge_mirror
 from pipelines.window import (
     META_COLUMNS,
     OP_DELETE,
@@ -408,16 +409,67 @@ def test_backfill_restores_damaged_rows_only(spark: Any, tmp_path: Path) -> None
     assert rows(spark, clog, "pos", "row") == [(k(100), i) for i in range(5)] + [
         (k(120), 0), (k(130), 0), (k(140), 0), (k(150), 0), (k(200), 0), (k(210), 0)]
     for w in (w2, w1):   # any order
-        L.remerge_mirror(spark, lake, *w, table_of(w[1], name), lo, hi)
+        remerge_mirror(spark, lake, *w, table_of(w[1], name), lo, hi)
     assert rows(spark, path) == [(1, "an3", p("1.20")), (2, "bo2", p("2.20")), (3, "cy2", p("3.30")),
                                  (4, "dan", p("4.00")), (7, "bad", p("7.00"))]
     assert rows(spark, path, "id", "_canal_pos") == [(1, k(200)), (2, k(120)), (3, k(140)), (4, k(210)),
                                                      (7, k(100))]
     assert L.mirror_version(spark, lake, "shop", "items") == version   # not moved
     # without bounds every key the window changed is checked: 7 is repaired by w1, nothing else changes
-    r = L.remerge_mirror(spark, lake, *w1, table_of(w1[1], name))
+    r = remerge_mirror(spark, lake, *w1, table_of(w1[1], name))
     assert (r.inserted, r.updated, r.deleted) == (0, 1, 0)
     assert rows(spark, path) == good
+
+
+def remerge_beside_a_window(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-merge planned before a window's commits and merged after them (the window deletes key 1 and updates
+    key 4) writes none of its stale plan: key 1 stays deleted, key 4 keeps the window's row; the damage it
+    was run for (key 2 lost, key 3 corrupted) is repaired. Shared by the classic and the Spark Connect tests."""
+    lake = L.Lake(str(tmp_path / "lake"))
+    name = "shop.items"
+    w1 = stage(tmp_path / "s", Win(1, 100, 150, {name: [Part(ITEMS, [
+        (I, 100, 0, 0, 1, "ann", p("1.00")), (I, 100, 1, 0, 2, "bob", p("2.00")), (I, 100, 2, 0, 3, "cyd", p("3.00")),
+        (I, 100, 3, 0, 4, "dan", p("4.00")), (U, 150, 0, 0, 4, "da2", p("4.40"))])]}))
+    w2 = stage(tmp_path / "s", Win(2, 200, 210, {name: [Part(ITEMS, [
+        (D, 200, 0, 0, 1, "ann", p("1.00")), (U, 210, 0, 0, 4, "da3", p("4.50"))])]}))
+    path = lake.mirror_path("shop", "items")
+    L.apply_changelog(spark, lake, *w1)
+    L.apply_mirror(spark, lake, *w1, table_of(w1[1], name))
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 2")
+    spark.sql(f"UPDATE delta.`{path}` SET name = 'bad' WHERE id = 3")
+
+    real_txn = L._txn
+    between: list[Any] = []   # what runs once between the re-merge's plan and its first MERGE
+
+    def txn(session: Any, app: str | None, version: int | None, note: str) -> Any:
+        if note.startswith(REMERGE_NOTE) and between:
+            between.pop()()
+        return real_txn(session, app, version, note)
+
+    def window_2() -> None:
+        L.apply_changelog(spark, lake, *w2)
+        L.apply_mirror(spark, lake, *w2, table_of(w2[1], name))
+
+    monkeypatch.setattr(L, "_txn", txn)
+    between.append(window_2)
+    r = remerge_mirror(spark, lake, *w1, table_of(w1[1], name))
+    assert not between
+    assert rows(spark, path, "id", "name", "price", "_canal_pos") == [
+        (2, "bob", p("2.00"), k(100)), (3, "cyd", p("3.00"), k(100)), (4, "da3", p("4.50"), k(210))]
+    assert L.mirror_version(spark, lake, "shop", "items") == k(210)
+    assert r.replans == 1   # the first plan was stale: planned again
+    # a commit that changes no row (OPTIMIZE) between the plan and the MERGE leaves the plan good
+    spark.sql(f"UPDATE delta.`{path}` SET name = 'bad' WHERE id = 3")
+    damaged = L.table_state(spark, path, "").version
+    between.append(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect())
+    r = remerge_mirror(spark, lake, *w1, table_of(w1[1], name))
+    assert not between and (r.updated, r.replans) == (1, 0)
+    assert [c.operation for c in commits_after(spark, path, damaged)] == ["OPTIMIZE", "MERGE"]
+    assert rows(spark, path, "id", "name") == [(2, "bob"), (3, "cyd"), (4, "da3")]
+
+
+def test_remerge_beside_a_window(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remerge_beside_a_window(spark, tmp_path, monkeypatch)
 
 
 def test_maintenance(spark: Any, tmp_path: Path) -> None:

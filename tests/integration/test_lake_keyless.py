@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines import lake as L
+from pipelines.remerge import remerge_mirror
 from tests.integration.test_lake import D, I, Part, U, Win, k, stage, table_of
 
 LOG = [("a", pa.int32(), False), ("note", pa.string(), False)]
@@ -88,7 +89,7 @@ def test_keyless_mirror_holds_every_copy_and_replays_are_exact(spark: Any, tmp_p
 
     # a backfill cannot re-derive the copies from the changes of a period: refused, saying what to do
     with pytest.raises(L.KeylessRemergeError, match=r"shop\.log has no primary key.*canal_snapshot run for shop\.log"):
-        L.remerge_mirror(spark, lake, *w2, table_of(w2[1], NAME))
+        remerge_mirror(spark, lake, *w2, table_of(w2[1], NAME))
 
 
 def test_keyless_schema_evolution_truncate_rename(spark: Any, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Issue 4 must-show 4: memory stays bounded. MEMSIZE store of 4 MB, a ~500 MB burst including one
+"""Memory stays bounded. MEMSIZE store of 4 MB, a ~500 MB burst including one
 transaction of a million rows: the server process's peak RSS stays under a stated bound, the parser blocks
 on the full store (back-pressure), and every row arrives."""
 

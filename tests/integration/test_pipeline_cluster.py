@@ -1,4 +1,4 @@
-"""Issue 6 must-show 6: the pipeline with ``canal.mode: cluster`` against two canal-server processes in HA.
+"""The pipeline with ``canal.mode: cluster`` against two canal-server processes in HA.
 
 The sensor finds the active server through ZooKeeper (pipelines.source.RemoteCanalSource + ServerDiscovery);
 the servers keep the meta in ZooKeeper (default-instance.xml). The random workload of test_pipeline_e2e runs

@@ -1,4 +1,4 @@
-"""The pipeline end to end on the private MariaDB and local Spark/Delta (issue 5 must-shows 2-5).
+"""The pipeline end to end on the private MariaDB and local Spark/Delta.
 
 The canal sensor is evaluated against a real on-disk Dagster instance and every run it requests is
 executed in this process with the same job, run config, tags and run key the daemon would use

@@ -125,6 +125,8 @@ def workspace(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         path = driver.home.parent / "pipeline.json"
         path.write_text(json.dumps(data))
         monkeypatch.setenv(pipeline_location.ENV, str(path))
+        # an attribute of this test's own (pipeline_location.attribute): Dagster caches the last job it
+        # reconstructed by module and attribute in this process, where the runs here are orchestrated
         origin = InProcessCodeLocationOrigin(
             LoadableTargetOrigin(module_name=pipeline_location.__name__, attribute=pipeline_location.attribute(path),
                                  working_directory=str(REPO_ROOT)), location_name=LOCATION)

@@ -66,3 +66,19 @@ def test_replay_by_position_and_time(mariadb_settings, admin_conn: pymysql.conne
     chunks = list(replay_entries(src, start=p0, chunk_rows=1))
     assert _ids(chunks) == [("INSERT", 1), ("INSERT", 2), ("INSERT", 3), ("UPDATE", 2), ("DELETE", 1),
                             ("INSERT", 4)]
+
+
+def test_a_replay_the_account_cannot_read_fails_at_once(mariadb_settings) -> None:
+    """A wrong password is not waited out for the replay's whole timeout: the replay fails naming it."""
+    import pytest
+
+    from pipelines.replay import ReplayError
+
+    good = _source(mariadb_settings)
+    start = binlog_head(good.conn_kwargs())
+    bad = ReplaySource(ParserConfig(destination="replay-test", master=SourceConfig(
+        mariadb_settings.host, mariadb_settings.port, "canal", "not-the-password")), EventFilter(), None)
+    t0 = time.monotonic()
+    with pytest.raises(ReplayError, match="Access denied"):
+        list(replay_entries(bad, start=start))
+    assert time.monotonic() - t0 < 30

@@ -3,13 +3,13 @@
 1. The server is the oracle for the schema model: varied CREATE TABLE (and ALTER TABLE) statements run
    on the server, and the model's ColumnMeta must equal information_schema.COLUMNS; SHOW CREATE TABLE
    read back through the parser (the bootstrap path) must give the same.
-2. Must-show 2: a scripted mix of DDL interleaved with DML, replayed from the binlog through
+2. A scripted mix of DDL interleaved with DML, replayed from the binlog through
    ReplicationConnection + BinlogDecoder with the history's hints, (a) from a history bootstrapped
    before the script ("fresh instance", TABLE_MAPs stripped of all optional metadata in-process so that
    every name, signedness, charset and ENUM list must come from the history), (b) restored in the
    middle (TABLE_MAPs as the server sends them, cross-checked): every row decodes with the names it had
    when written and the values the script wrote.
-3. Must-show 5: unparsable DDL on a subscribed table, rows of an unknown table and a TABLE_MAP with
+3. Unparsable DDL on a subscribed table, rows of an unknown table and a TABLE_MAP with
    more columns than the history each give a typed error naming schema.table and file:position.
 """
 

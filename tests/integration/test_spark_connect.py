@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_lake import ITEMS, Part, Win, changelog_windows, k, p, stage, table_of
+from test_lake import ITEMS, Part, Win, changelog_windows, k, p, remerge_beside_a_window, stage, table_of
 
 from pipelines import lake as L
 from pipelines.reconcile import arrow_fingerprint, dataframe_fingerprint
@@ -239,6 +239,10 @@ def test_mirror_merge_with_row_guard(cspark: Any, tmp_path: Path) -> None:
     assert cspark.conf.get(TXN_APP, None) is None and cspark.conf.get(TXN_VERSION, None) is None
     props = dict(cspark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect())
     assert props["delta.columnMapping.mode"] == "name"
+
+
+def test_remerge_beside_a_window(cspark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remerge_beside_a_window(cspark, tmp_path, monkeypatch)   # its stale plan noticed through the Delta history
 
 
 def test_schema_evolution_add_column(cspark: Any, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Start-position rules against the private MariaDB (issue 3, must-show 1), one test per rule.
+"""Start-position rules against the private MariaDB, one test per rule.
 
 A module fixture writes six transactions into canal_test.start_pos across three fresh binlog files
 (FLUSH BINARY LOGS), ~1.1 s apart so that each has its own binlog second. Every test locates a start,

@@ -1,145 +1,123 @@
-"""A source that stops is a failure the Dagster UI shows where users look, and it clears by itself: a real
-webserver and daemon (the canal sensor evaluating every 5 s, launching real runs), a private MariaDB of the
-test's own, and Debian's headless Chromium driven by Playwright. Screenshots are kept under .runtime/artifacts/.
+"""A source that stops is a failure the Dagster UI shows where users look, and it clears by itself: the main job's
+own processes (pipelines/deployment.py: the supervised code server, webserver and daemon; the canal sensor
+evaluating every INTERVAL seconds and launching real runs), a private MariaDB of the test's own, and Debian's
+headless Chromium driven by Playwright. Screenshots are kept under .runtime/artifacts/.
 
-1. Healthy: the sensor page's latest tick is not failed; the mirror's ``lag`` check passes.
-2. The source's MariaDB stopped: the sensor page shows the failed tick and, in its error, "CANNOT READ THE
-   SOURCE" with the connection error; the mirror's page shows the ``lag`` check failed with the same cause.
+1. Healthy: the mirror's ``lag`` check passes.
+2. The source's MariaDB stopped: a failed tick whose error says "CANNOT READ THE SOURCE" with the connection
+   error, shown on the sensor page (the tick's error opened as a user opens it); the mirror's page shows the
+   ``lag`` check failed with the same cause.
 3. The source started again: within two ticks the sensor's ticks are no longer failures and the ``lag`` check
-   passes again; the changes written before the stop are in the mirror.
+   passes again, without anyone touching the pipeline.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import socket
-import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
+from dagster import AssetCheckKey, AssetKey, DagsterInstance
+from dagster._core.definitions.run_request import InstigatorType
+from dagster._core.scheduler.instigation import TickStatus
 from playwright.sync_api import Page, sync_playwright
 
-from pipelines.config import REPO_ROOT
-from tests.integration.test_dagster_ui import (
-    ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    Webserver,
-    _stop,
-    _wait_until_serving,
-)
+from pipelines import deployment
+from pipelines.supervisor import Supervisor
+from tests.integration.dagster_services import REPO_ROOT, free_port, instance_home
+from tests.integration.extra_mariadb import extra_instance, script
+from tests.integration.test_dagster_ui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.integration
 
 SCHEMA = "canal_uifail"
 DEST = "uifail"
-INSTANCE = "uifail"          # a private MariaDB of this test's own (scripts/mariadb.sh), stopped and started by it
-MARIADB_SH = REPO_ROOT / "scripts" / "mariadb.sh"
-INTERVAL = 5                 # sensor.interval_seconds
-LOCATION = "pipelines.definitions"
-TICK_QUERY = """query($name: String!) { sensorOrError(sensorSelector: {repositoryName: "__repository__",
-  repositoryLocationName: "%s", sensorName: $name}) { __typename ... on Sensor { sensorState { status
-  ticks(limit: 3) { status timestamp error { message } skipReason } } } ... on PythonError { message } } }"""
-CHECK_QUERY = """query($path: [String!]!) { assetCheckExecutions(assetKey: {path: $path}, checkName: "lag", limit: 1) {
-  status evaluation { success severity description } } }"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _mariadb(cmd: str, port: int | None = None) -> None:
-    env = {**os.environ, "MARIADB_SERVER_ID": "71", **({"MARIADB_PORT": str(port)} if port else {})}
-    out = subprocess.run([str(MARIADB_SH), cmd, INSTANCE], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                         timeout=180)
-    assert out.returncode == 0, f"scripts/mariadb.sh {cmd} {INSTANCE}: {out.stderr}"
+INSTANCE = "uifail"          # the test's own MariaDB (scripts/mariadb.sh), stopped and started by it
+# the sensor's interval: two ticks (the bound for clearing) outlast the parser's longest reconnect backoff (30 s
+# +20% jitter), which a source down for a minute reaches
+INTERVAL = 20
+SENSOR = f"canal_{DEST}"
 
 
 @pytest.fixture(scope="module")
-def source() -> Iterator[int]:
-    """The test's own MariaDB (on a free port), with the demo-like table; stopped (not removed) at the end."""
-    port = _free_port()
-    _mariadb("start", port)
-    port = int(subprocess.run([str(MARIADB_SH), "port", INSTANCE], cwd=REPO_ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip())
-    conn = pymysql.connect(host="127.0.0.1", port=port, user="canal_admin", password="canal_admin", autocommit=True)
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-        cur.execute(f"CREATE DATABASE {SCHEMA}")
-        cur.execute(f"CREATE TABLE {SCHEMA}.items (id INT PRIMARY KEY, name VARCHAR(32))")
-        cur.executemany(f"INSERT INTO {SCHEMA}.items VALUES (%s, %s)", [(i, f"item {i}") for i in range(20)])
-    conn.close()
-    try:
-        yield port
-    finally:
-        _mariadb("stop")
+def source(mariadb_settings: Any) -> Iterator[Any]:
+    with extra_instance(INSTANCE, 71, mariadb_settings) as settings:
+        conn = pymysql.connect(**settings.admin_kwargs(autocommit=True))
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {SCHEMA}")
+            cur.execute(f"CREATE TABLE {SCHEMA}.items (id INT PRIMARY KEY, name VARCHAR(32))")
+            cur.executemany(f"INSERT INTO {SCHEMA}.items VALUES (%s, %s)", [(i, f"item {i}") for i in range(20)])
+        conn.close()
+        yield settings
+
+
+class Pipeline:
+    """The main job's services for a pipeline config of the test's own, supervised in this process."""
+
+    def __init__(self, root: Path, settings: Any) -> None:
+        conf = root / "conf"
+        (conf / DEST).mkdir(parents=True)
+        (conf / "canal.properties").write_text(f"canal.destinations = {DEST}\ncanal.file.flush.period = 0\n")
+        (conf / DEST / "instance.properties").write_text(
+            f"canal.instance.mysql.slaveId = {random.randint(1 << 20, (1 << 31) - 1)}\n"
+            f"canal.instance.master.address = 127.0.0.1:{settings.port}\n"
+            "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
+            f"canal.instance.filter.regex = {SCHEMA}\\\\..*\n")
+        (root / "pipeline.yaml").write_text(
+            f"destination: {DEST}\ncanal: {{conf_dir: {conf}}}\n"
+            f"paths: {{staging: {root / 'staging'}, state: {root / 'state'}}}\nlake: {{root: {root / 'lake'}}}\n"
+            f"sensor: {{interval_seconds: {INTERVAL}, backoff_seconds: 1, backoff_max_seconds: 5, "
+            "reconcile_interval_seconds: 0}\n")
+        self.home = instance_home(root / "dagster")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CANAL_PIPELINE_", "DAGSTER_HOME"))}
+        env.update(CANAL_PIPELINE_CONF=str(root / "pipeline.yaml"), DAGSTER_HOME=str(self.home),
+                   DAGSTER_DISABLE_TELEMETRY="yes")
+        self.instance = DagsterInstance.from_config(str(self.home))  # the storage, before three processes race
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.lines: list[str] = []
+        self.sup = Supervisor(self.lines.append, REPO_ROOT)
+        deployment.build(self.sup, deployment.Layout(root / "job"), env, self.port, [sys.executable, "-c", "pass"],
+                         workload_ends=True)
+        self.sup.start()
+
+    def stop(self) -> None:
+        left = self.sup.shutdown(deployment.STOP_STAGES)
+        self.instance.dispose()
+        assert not left, f"processes left behind: {left}"
+
+    def ticks(self, limit: int = 5) -> list[Any]:
+        for st in self.instance.all_instigator_state(instigator_type=InstigatorType.SENSOR):
+            if st.instigator_name == SENSOR:
+                return list(self.instance.get_ticks(st.instigator_origin_id, st.selector_id, limit=limit))
+        return []
+
+    def lag(self) -> tuple[bool, str] | None:
+        rec = self.instance.get_latest_asset_check_evaluation_record(
+            AssetCheckKey(AssetKey(["mirror", SCHEMA, "items"]), "lag"))
+        if rec is None or rec.event is None:
+            return None
+        ev = rec.event.dagster_event.event_specific_data  # type: ignore[union-attr]
+        return ev.passed, ev.description or ""
 
 
 @pytest.fixture(scope="module")
-def dagster(tmp_path_factory: pytest.TempPathFactory, source: int) -> Iterator[Webserver]:
-    root = tmp_path_factory.mktemp("ui_failure")
-    conf = root / "conf"
-    (conf / DEST).mkdir(parents=True)
-    (conf / "canal.properties").write_text(f"canal.destinations = {DEST}\ncanal.file.flush.period = 0\n")
-    (conf / DEST / "instance.properties").write_text(
-        f"canal.instance.mysql.slaveId = {random.randint(1 << 20, (1 << 31) - 1)}\n"
-        f"canal.instance.master.address = 127.0.0.1:{source}\n"
-        "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-        f"canal.instance.filter.regex = {SCHEMA}\\\\..*\n")
-    (root / "pipeline.yaml").write_text(
-        f"destination: {DEST}\ncanal: {{conf_dir: {conf}}}\n"
-        f"paths: {{staging: {root / 'staging'}, state: {root / 'state'}}}\nlake: {{root: {root / 'lake'}}}\n"
-        f"sensor: {{interval_seconds: {INTERVAL}, backoff_seconds: 1, backoff_max_seconds: 5, "
-        "reconcile_interval_seconds: 0}\nspark: {master: 'local[1]'}\n")
-    home = root / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(
-        f"storage:\n  sqlite:\n    base_dir: {home / 'storage'}\ntelemetry:\n  enabled: false\nnux:\n  enabled: false\n"
-        "run_coordinator:\n  module: dagster._core.run_coordinator\n  class: QueuedRunCoordinator\n"
-        "  config:\n    dequeue_interval_seconds: 1\nsensors:\n  use_threads: true\n")
-    env = {**os.environ, "CANAL_PIPELINE_CONF": str(root / "pipeline.yaml"), "DAGSTER_HOME": str(home),
-           "DAGSTER_DISABLE_TELEMETRY": "yes"}
-    bin_dir = REPO_ROOT / ".venv" / "bin"
-    port = _free_port()
-    procs: list[subprocess.Popen[bytes]] = []
-    with (root / "webserver.log").open("wb") as wlog, (root / "daemon.log").open("wb") as dlog:
-        procs.append(subprocess.Popen([str(bin_dir / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1",
-                                       "-p", str(port)], cwd=REPO_ROOT, env=env, stdout=wlog,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
-        procs.append(subprocess.Popen([str(bin_dir / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-                                      cwd=REPO_ROOT, env=env, stdout=dlog, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True))
-    server = Webserver(f"http://127.0.0.1:{port}", procs[0], root / "webserver.log")
+def pipeline(tmp_path_factory: pytest.TempPathFactory, source: Any) -> Iterator[Pipeline]:
+    p = Pipeline(tmp_path_factory.mktemp("ui_failure"), source)
     try:
-        _wait_until_serving(server)
-        yield server
+        yield p
     finally:
-        for p in procs:
-            _stop(p)
+        p.stop()
 
 
-def _ticks(server: Webserver) -> list[dict[str, Any]]:
-    data = server.graphql_vars(TICK_QUERY % LOCATION, {"name": f"canal_{DEST}"})["sensorOrError"]
-    assert data["__typename"] == "Sensor", data
-    ticks: list[dict[str, Any]] = data["sensorState"]["ticks"]
-    return ticks
-
-
-def _lag(server: Webserver) -> str | None:
-    """The latest lag check execution's status (SUCCEEDED, FAILED, ...), None before the first."""
-    runs = server.graphql_vars(CHECK_QUERY, {"path": ["mirror", SCHEMA, "items"]})["assetCheckExecutions"]
-    return runs[0]["status"] if runs else None
-
-
-def _wait(what: str, fn: Any, timeout: float) -> Any:
+def _wait(what: str, fn: Any, timeout: float, p: Pipeline) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -147,7 +125,7 @@ def _wait(what: str, fn: Any, timeout: float) -> Any:
         if last:
             return last
         time.sleep(1.0)
-    pytest.fail(f"{what}: not within {timeout:.0f} s (last {last!r})")
+    pytest.fail(f"{what}: not within {timeout:.0f} s (last {last!r}); job lines: {p.lines[-20:]}")
 
 
 def _shot(page: Page, name: str) -> None:
@@ -156,15 +134,22 @@ def _shot(page: Page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
-@pytest.mark.timeout(1200)
-def test_a_stopped_source_shows_on_the_sensor_and_the_mirror_and_clears(dagster: Webserver, source: int) -> None:
-    sensor_url = f"{dagster.url}/locations/{LOCATION}/sensors/canal_{DEST}"
-    asset_url = f"{dagster.url}/assets/mirror/{SCHEMA}/items?view=checks"
+def _error_text(tick: Any) -> str:
+    out, err = [], tick.error
+    while err is not None:
+        out.append(err.message)
+        err = err.cause
+    return " ".join(out)
 
-    # 1. healthy: the destination has caught up once (its snapshot loaded, a tick found no new changes)
-    _wait("the first tick with no new changes",
-          lambda: any("no new changes" in (t["skipReason"] or "") for t in _ticks(dagster)), 600)
-    _wait("the lag check passing", lambda: _lag(dagster) == "SUCCEEDED", 120)
+
+@pytest.mark.timeout(1500)
+def test_a_stopped_source_shows_on_the_sensor_and_the_mirror_and_clears(pipeline: Pipeline, source: Any) -> None:
+    p = pipeline
+    sensor_url = f"{p.url}/locations/{deployment.LOCATION_NAME}/sensors/{SENSOR}"
+    asset_url = f"{p.url}/assets/mirror/{SCHEMA}/items?view=checks"
+
+    # 1. healthy: the mirror's snapshot loaded, the destination caught up, the lag check passing
+    _wait("the lag check passing", lambda: (p.lag() or (False, ""))[0], 900, p)
 
     assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: apt-get install chromium (scripts/setup.sh does)"
     with tempfile.TemporaryDirectory(prefix="canal-ui-chromium-") as profile, sync_playwright() as pw:
@@ -172,24 +157,28 @@ def test_a_stopped_source_shows_on_the_sensor_and_the_mirror_and_clears(dagster:
                                                     args=CHROMIUM_ARGS, viewport={"width": 1600, "height": 1000})
         try:
             page = ctx.new_page()
-            page.set_default_timeout(60_000)
-            page.goto(sensor_url, wait_until="domcontentloaded")
-            page.get_by_text(f"canal_{DEST}").first.wait_for()
-            _shot(page, "ui-source-healthy-sensor.png")
+            page.set_default_timeout(90_000)
+            page.goto(asset_url, wait_until="domcontentloaded")
+            page.get_by_text("every change up to").first.wait_for()
+            _shot(page, "ui-source-healthy-mirror.png")
 
             # 2. the source stops
-            _mariadb("stop")
-            failed = _wait("a failed tick",
-                           lambda: next((t for t in _ticks(dagster) if t["status"] == "FAILURE"), None),
-                           6 * INTERVAL + 60)
-            assert "CANNOT READ THE SOURCE" in failed["error"]["message"], failed
-            _wait("the lag check failing", lambda: _lag(dagster) == "FAILED", 60)
+            out = script("stop", INSTANCE)
+            assert out.returncode == 0, out.stderr
+            stopped_at = time.time()
+            failed = _wait("a failed tick", lambda: next((t for t in p.ticks() if t.status == TickStatus.FAILURE
+                                                          and t.timestamp > stopped_at), None), 6 * INTERVAL + 300, p)
+            text = _error_text(failed)
+            assert "CANNOT READ THE SOURCE" in text and f"127.0.0.1:{source.port}" in text, text
+            lag = _wait("the lag check failing", lambda: (lag := p.lag()) and not lag[0] and lag, 120, p)
+            assert "cannot read the source" in lag[1], lag
 
             page.goto(sensor_url, wait_until="domcontentloaded")
             page.get_by_text("Failure").first.wait_for()
-            page.get_by_text("View error").first.click()   # the tick's error, as a user opens it
-            page.get_by_text("CANNOT READ THE SOURCE").first.wait_for()
             _shot(page, "ui-source-down-sensor.png")
+            page.get_by_text("View", exact=True).first.click()   # the latest tick's error, as a user opens it
+            page.get_by_text("CANNOT READ THE SOURCE").first.wait_for()
+            _shot(page, "ui-source-down-sensor-error.png")
             page.keyboard.press("Escape")
 
             page.goto(asset_url, wait_until="domcontentloaded")
@@ -197,14 +186,17 @@ def test_a_stopped_source_shows_on_the_sensor_and_the_mirror_and_clears(dagster:
             _shot(page, "ui-source-down-mirror.png")
 
             # 3. the source is back: cleared within two ticks, without anyone touching the pipeline
-            _mariadb("start", source)
-            back = time.monotonic()
-            _wait("a tick that is not a failure", lambda: _ticks(dagster)[0]["status"] != "FAILURE" or None,
-                  2 * INTERVAL + 30)
-            _wait("the lag check passing again", lambda: _lag(dagster) == "SUCCEEDED", 2 * INTERVAL + 30)
-            print(f"cleared {time.monotonic() - back:.1f} s after the source was back")
+            out = script("start", INSTANCE)
+            assert out.returncode == 0, out.stderr
+            back = time.time()
+            cleared = _wait("a tick after the restart that is not a failure",
+                            lambda: next((t for t in p.ticks() if t.timestamp > back
+                                          and t.status != TickStatus.FAILURE), None), 2 * INTERVAL + 30, p)
+            assert cleared.timestamp - back <= 2 * INTERVAL + 15, (cleared.timestamp - back)
+            _wait("the lag check passing again", lambda: (p.lag() or (False, ""))[0], 2 * INTERVAL + 30, p)
+            print(f"cleared {cleared.timestamp - back:.1f} s after the source was back")
             page.goto(asset_url, wait_until="domcontentloaded")
-            page.wait_for_timeout(2000)
+            page.get_by_text("every change up to").first.wait_for()
             _shot(page, "ui-source-back-mirror.png")
             page.goto(sensor_url, wait_until="domcontentloaded")
             page.wait_for_timeout(2000)
