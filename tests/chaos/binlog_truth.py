@@ -68,7 +68,7 @@ def read_changes(source: Source, start: tuple[str, int], schema: str, server_id:
                 continue
             if ev.schema != schema:
                 continue
-            offset = ev.packet.log_pos - ev.event_size
+            offset = ev.packet.log_pos - ev.packet.event_size  # the event's start (ev.event_size lacks the header)
             for i, row in enumerate(ev.rows):
                 if isinstance(ev, WriteRowsEvent):
                     op, before, after = "INSERT", None, _image(row["values"])
