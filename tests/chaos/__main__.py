@@ -9,6 +9,7 @@ import argparse
 import datetime as dt
 import os
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -53,12 +54,22 @@ def main(argv: list[str] | None = None) -> int:
         line = f"[chaos {dt.datetime.now(dt.UTC):%H:%M:%S} +{time.monotonic() - t0:5.0f}s] {msg}"
         print(line, flush=True)
 
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    # SIGTERM and SIGINT (also when started in the background, where SIGINT is ignored) unwind the run, so it
+    # stops the main job and the source it started
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupted)
     say(f"seed {opts.seed}")
     try:
         report = run(opts, say)
     except ChaosSetupError as e:
         say(f"cannot run: {e}")
         return 2
+    except KeyboardInterrupt as e:
+        say(f"interrupted ({e}): stopped what the run started")
+        return 130
     print("\n" + report.text(), flush=True)
     return 0 if report.passed else 1
 
