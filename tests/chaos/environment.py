@@ -26,7 +26,7 @@ DESTINATION = "chaos"
 SCHEMA = "canal_chaos"
 
 PIPELINE_SETTINGS: dict[str, Any] = {
-    "window": {"max_rows": 2000, "max_wait_seconds": 1, "stage_ahead": True},
+    "window": {"max_rows": 20000, "max_wait_seconds": 1, "stage_ahead": True},
     "sensor": {"interval_seconds": 5, "backoff_seconds": 1, "backoff_max_seconds": 10,
                "launch_timeout_seconds": 120, "max_run_seconds": 600, "reconcile_interval_seconds": 0},
 }
