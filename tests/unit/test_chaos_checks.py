@@ -74,3 +74,16 @@ def test_the_plan_has_every_kind_once_then_random_and_ends_with_the_workload() -
     assert p == plan(21, 600.0, random.Random(1))                  # seeded
     few = plan(3, 120.0, random.Random(2), (Kind.DAEMON, Kind.WEBSERVER, Kind.CODE_SERVER, Kind.RUN_WORKER))
     assert len({x.kind for x in few}) == 3
+
+
+def test_binlog_values_are_rendered_as_canal_texts() -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    from tests.chaos.binlog_truth import _image
+
+    enums = {"state": ["new", "done", "void"]}
+    got = _image({"state": "done", "amount": Decimal("1.50"), "at": dt.datetime(2026, 1, 2, 3, 4, 5), "memo": None,
+                  "owner": "Mia ☂"}, enums)
+    assert got == {"state": "2", "amount": "1.50", "at": "2026-01-02 03:04:05", "memo": None, "owner": "Mia ☂"}
+    assert _image(None, enums) is None
