@@ -111,10 +111,11 @@ def check_free(layout: Layout, ui_port: int) -> None:
                                   "choose another with --port")
 
 
-def build(sup: Supervisor, layout: Layout, env: dict[str, str], ui_port: int, workload: list[str],
+def build(sup: Supervisor, layout: Layout, env: dict[str, str], ui_port: int, workload: list[str] | None,
           workload_ends: bool) -> None:
-    """The pipeline's services on ``sup`` (not started). ``workload_ends``: the workload stops by itself
-    (--seconds); its clean exit is then not restarted. DeploymentError when check_free fails."""
+    """The pipeline's services on ``sup`` (not started). ``workload``: None for none (another writer feeds the
+    source). ``workload_ends``: the workload stops by itself (--seconds); its clean exit is then not restarted.
+    DeploymentError when check_free fails."""
     check_free(layout, ui_port)
     write_workspace(layout)
     sock = layout.socket
@@ -126,5 +127,7 @@ def build(sup: Supervisor, layout: Layout, env: dict[str, str], ui_port: int, wo
                     layout.logs / "webserver.log", env, ready=lambda: webserver_serving(ui_port), after=CODE_SERVER))
     sup.add(Service(DAEMON, [str(BIN / "dagster-daemon"), "run", "-w", ws], layout.logs / "daemon.log", env,
                     after=CODE_SERVER, stops_with=True))
+    if workload is None:
+        return
     sup.add(Service(WORKLOAD, workload, layout.logs / "workload.log", env, echo=True, done_on_success=workload_ends,
                     stop_seconds=10.0))

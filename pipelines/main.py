@@ -3,6 +3,8 @@
     python -m pipelines.main [--reset] [--rate TX_PER_S] [--port 3000]
         the pipeline (code server, webserver = the UI, daemon: pipelines/deployment.py) with the canal sensor
         running and a steady demo workload, until SIGINT (Ctrl-C) or SIGTERM
+    python -m pipelines.main --no-demo [--port 3000]
+        the pipeline only, on whatever writes the destination's tables (no demo schema, no demo workload)
     python -m pipelines.main --headless [--seconds 60] [--timeout 900]
         the same, but the workload stops after --seconds; then waits until every mirror equals its source
         (row counts and the reconciliation fingerprints), prints them side by side and exits 0, or 1 on
@@ -189,7 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="--headless: how long the workload runs")
     ap.add_argument("--timeout", type=float, default=900.0, help="--headless: how long to wait for convergence")
     ap.add_argument("--port", type=int, default=3000, help="the Dagster UI port")
+    ap.add_argument("--no-demo", action="store_true",
+                    help="the pipeline only: no demo schema, no demo workload (another writer feeds the source)")
     args = ap.parse_args(argv)
+    if args.no_demo and args.headless:
+        ap.error("--headless compares the demo tables: it cannot run with --no-demo")
 
     _keep_terminal()
     _private_mariadb_port()
@@ -206,23 +212,29 @@ def main(argv: list[str] | None = None) -> int:
     inst = cfg.instance_config()
     _say(f"source: MariaDB at {inst.master_address} ({inst.conf_file})")
     fresh = args.reset or not cfg.state_dir.exists()
-    conn = _source_conn(cfg, admin=True)
-    try:
+    if args.no_demo:
         if fresh:
-            _say("fresh start: creating the demo schema and empty pipeline state")
+            _say("fresh start: empty pipeline state")
             reset_state(cfg, dagster_home)
-            demo.create(conn)
-        counts = demo.counts(conn)
-    finally:
-        conn.close()
-    _say("source: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    else:
+        conn = _source_conn(cfg, admin=True)
+        try:
+            if fresh:
+                _say("fresh start: creating the demo schema and empty pipeline state")
+                reset_state(cfg, dagster_home)
+                demo.create(conn)
+            counts = demo.counts(conn)
+        finally:
+            conn.close()
+        _say("source: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     _create_dagster_storage(dagster_home)
 
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
     m = cfg.conn_kwargs()
-    workload = [sys.executable, "-m", "pipelines.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
-                "--rate", str(args.rate)] + (["--seconds", str(args.seconds)] if args.headless else [])
+    workload = None if args.no_demo else (
+        [sys.executable, "-m", "pipelines.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
+         "--rate", str(args.rate)] + (["--seconds", str(args.seconds)] if args.headless else []))
     sup = Supervisor(_say, REPO_ROOT)
     deployment.build(sup, layout, env, args.port, workload, workload_ends=args.headless)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -231,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sup.start()
         _say(f"Dagster UI: http://127.0.0.1:{args.port}  (DAGSTER_HOME={dagster_home}, logs {layout.logs})")
-        _say(f"demo workload: {args.rate:g} transactions/s")
+        if workload is not None:
+            _say(f"demo workload: {args.rate:g} transactions/s")
         if args.headless:
             rc = _headless(cfg, args, sup, layout)
         else:
