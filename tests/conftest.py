@@ -196,9 +196,24 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true",
+                     help="also run the tests marked `long` (longer variants of scenarios the default suite covers "
+                          "in a shorter form: every interleaving round, every recovery bound)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests under tests/integration/ carry the `integration` marker (for -m selection only)."""
+    """Tests under tests/integration/ carry the `integration` marker (for -m selection only). Tests marked `long`
+    are deselected (the summary line counts them) unless --long is given."""
     integration_dir = Path(__file__).parent / "integration"
     for item in items:
         if integration_dir in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+    if config.getoption("--long"):
+        return
+    kept, deselected = [], []
+    for item in items:
+        (deselected if item.get_closest_marker("long") else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept

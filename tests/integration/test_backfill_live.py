@@ -7,14 +7,14 @@ backfilled (replayed, its changelog replaced, both mirrors re-merged). The live 
 a chosen point of the backfill, forced with hooks (and a thread with events where the window run must stop half
 way):
 
-2. the window between the accounts re-merge's plan and its MERGE (entries planned after the window);
-3. both re-merges between the window's accounts and entries mirror commits;
-5. two windows: one between the accounts plan and MERGE, the next between the entries plan and MERGE;
-6. the backfill in a thread while this thread keeps changing the source and running windows.
+1. the window between the accounts re-merge's plan and its MERGE (entries planned after the window);
+2. both re-merges between the window's accounts and entries mirror commits;
+3. two windows: one between the accounts plan and MERGE, the next between the entries plan and MERGE;
+4. the backfill in a thread while this thread keeps changing the source and running windows.
 
-(Rounds 1 and 4 — the re-merges simply before the window; the window's changelog before the plans and its mirror
-commits inside the accounts gap — add nothing the others do not force, and were dropped for the suite's time.)
-After each round both mirrors equal their source tables row for row (the mirror damage made before round 2
+Rounds 2 and 3 always run; rounds 1 and 4 with --long (scripts/test.sh --long): round 3 forces what round 1 does
+and more, and round 4's order is left to chance.
+After each round both mirrors equal their source tables row for row (the mirror damage made before the first round
 repaired), and at the end no commit in either mirror's Delta history moved a key's ``_canal_pos`` backwards
 (every version read with time travel, consecutive versions compared per key). A second test shows that the
 destination's Dagster pool keeps the lake-writing steps of a backfill run and a window run apart.
@@ -270,7 +270,10 @@ def _check_history(spark: Any, path: str, app: str) -> History:
 
 
 @pytest.mark.timeout(3600)
-def test_backfill_beside_live_windows_never_regresses_a_mirror(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_backfill_beside_live_windows_never_regresses_a_mirror(live: Live, monkeypatch: pytest.MonkeyPatch,
+                                                               request: pytest.FixtureRequest) -> None:
+    """Rounds 2 and 3 always; with --long also rounds 1 and 4 (each round applies the next change set)."""
+    long = bool(request.config.getoption("--long"))
     ilv = Interleave(monkeypatch)
     lake = live.lake
     accounts = lake.mirror_path(SCHEMA, "accounts")
@@ -278,64 +281,69 @@ def test_backfill_beside_live_windows_never_regresses_a_mirror(live: Live, monke
     live.spark.sql(f"DELETE FROM delta.`{accounts}` WHERE id = {KEYS - 2}")
     live.spark.sql(f"UPDATE delta.`{lake.mirror_path(SCHEMA, 'entries')}` SET memo = 'DAMAGED' WHERE id = {KEYS - 1}")
     results: dict[int, dict[str, Any]] = {}
+    change_sets = iter(range(KEYS // 5 - 1))
 
-    # 2: the window between the accounts re-merge's plan and its MERGE
-    _tx(live.conn, *_later(0))
-    ilv.before_remerge[ACCOUNTS] = lambda: _drive(live)
+    if long:
+        # 1: the window between the accounts re-merge's plan and its MERGE
+        _tx(live.conn, *_later(next(change_sets)))
+        ilv.before_remerge[ACCOUNTS] = lambda: _drive(live)
+        results[1] = _backfill(live)
+        _assert_mirrors_equal_sources(live, "round 1")
+
+    # 2: both re-merges between the window's accounts and entries mirror commits
+    _tx(live.conn, *_later(next(change_sets)))
+    paused = Paused(live, ilv, ENTRIES)
     results[2] = _backfill(live)
+    paused.finish()
     _assert_mirrors_equal_sources(live, "round 2")
 
-    # 3: both re-merges between the window's accounts and entries mirror commits
-    _tx(live.conn, *_later(1))
-    paused = Paused(live, ilv, ENTRIES)
-    results[3] = _backfill(live)
-    paused.finish()
-    _assert_mirrors_equal_sources(live, "round 3")
-
-    # 5: one window between the accounts plan and MERGE, the next between the entries plan and MERGE
+    # 3: one window between the accounts plan and MERGE, the next between the entries plan and MERGE
     def window(*statements: str) -> Callable[[], None]:
         return lambda: (_tx(live.conn, *statements), _drive(live))[1]
 
-    ilv.before_remerge[ACCOUNTS] = window(*_later(2, deletes=False), f"DELETE FROM {ACCOUNTS} WHERE id = 14")
+    k = next(change_sets)
+    first, gone = 5 * k + 1, (f"DELETE FROM {ACCOUNTS} WHERE id = {5 * k + 4}",
+                              f"DELETE FROM {ACCOUNTS} WHERE id = {5 * k + 5}")
+    ilv.before_remerge[ACCOUNTS] = window(*_later(k, deletes=False), gone[0])
     ilv.before_remerge[ENTRIES] = window(
-        f"DELETE FROM {ACCOUNTS} WHERE id = 15", f"UPDATE {ACCOUNTS} SET note = 'round 2 again' WHERE id = 11",
-        *(sql for sql in _later(2, updates=False) if sql != f"DELETE FROM {ACCOUNTS} WHERE id = 14"
-          and sql != f"DELETE FROM {ACCOUNTS} WHERE id = 15"))
-    results[5] = _backfill(live)
+        gone[1], f"UPDATE {ACCOUNTS} SET note = 'change set {k} again' WHERE id = {first}",
+        *(sql for sql in _later(k, updates=False) if sql not in gone))
+    results[3] = _backfill(live)
     ilv.done()
     _drive(live)
-    _assert_mirrors_equal_sources(live, "round 5")
+    _assert_mirrors_equal_sources(live, "round 3")
 
-    # 6: no forced order: the backfill in a thread while windows apply later changes here
-    box: dict[str, Any] = {}
+    if long:
+        # 4: no forced order: the backfill in a thread while windows apply later changes here
+        box: dict[str, Any] = {}
 
-    def backfill() -> None:
-        try:
-            box["result"] = _backfill(live)
-        except BaseException as e:
-            box["error"] = e
+        def backfill() -> None:
+            try:
+                box["result"] = _backfill(live)
+            except BaseException as e:
+                box["error"] = e
 
-    thread = threading.Thread(target=backfill, name="backfill")
-    thread.start()
-    statements, windows = _later(3), 0
-    for chunk in (statements[:4], statements[4:8], statements[8:]):
-        if chunk:
-            _tx(live.conn, *chunk)
-            _drive(live)
-            windows += 1
-    thread.join(RUN)
-    assert not thread.is_alive() and "error" not in box, box.get("error")
-    results[6] = box["result"]
-    _drive(live)
-    _assert_mirrors_equal_sources(live, "round 6")
+        thread = threading.Thread(target=backfill, name="backfill")
+        thread.start()
+        statements = _later(next(change_sets))
+        for chunk in (statements[:4], statements[4:8], statements[8:]):
+            if chunk:
+                _tx(live.conn, *chunk)
+                _drive(live)
+        thread.join(RUN)
+        assert not thread.is_alive() and "error" not in box, box.get("error")
+        results[4] = box["result"]
+        _drive(live)
+        _assert_mirrors_equal_sources(live, "round 4")
 
     # the forced stale plans were noticed and planned again; none where nothing committed in between
-    assert results[2][ACCOUNTS]["replans"] >= 1 and results[2][ENTRIES]["replans"] == 0, results[2]
-    assert results[5][ACCOUNTS]["replans"] >= 1 and results[5][ENTRIES]["replans"] >= 1, results[5]
-    assert all(r["replans"] == 0 for r in results[3].values()), results
+    if long:
+        assert results[1][ACCOUNTS]["replans"] >= 1 and results[1][ENTRIES]["replans"] == 0, results[1]
+    assert results[3][ACCOUNTS]["replans"] >= 1 and results[3][ENTRIES]["replans"] >= 1, results[3]
+    assert all(r["replans"] == 0 for r in results[2].values()), results
     histories = [_check_history(live.spark, lake.mirror_path(*name.split(".")), L.mirror_app_id(*name.split(".")))
                  for name in TABLES]
-    assert sum(h.versions for h in histories) > 14
+    assert sum(h.versions for h in histories) > (14 if long else 8)
     print("keys briefly put back by stale re-merge passes:", [h.resurrected for h in histories])
 
 
