@@ -39,11 +39,29 @@ def canal_text(value: Any) -> str | None:
         return None
     if isinstance(value, bytes):
         return value.decode("utf-8")
-    if isinstance(value, Decimal | int | str):
+    if isinstance(value, Decimal):
+        return _canal_decimal(value)
+    if isinstance(value, int | str):
         return str(value)
     if isinstance(value, dt.datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S") + (f".{value.microsecond:06d}" if value.microsecond else "")
     raise TypeError(f"no Canal text for {type(value).__name__} {value!r} (a column type the workload does not use)")
+
+
+def _canal_decimal(value: Decimal) -> str:
+    """Canal's text of a DECIMAL the binlog holds with ``scale`` fraction digits (python-mysql-replication keeps
+    them all): Canal's decoder writes every digit of each full nine-digit fraction word, but the left-over
+    ``scale % 9`` digits only when they are not all zero, and a lone ``0`` when no fraction digit is left
+    (DECIMAL(12,2): 333.00 -> 333.0, 333.50 -> 333.50)."""
+    exponent = value.as_tuple().exponent
+    scale = -exponent if isinstance(exponent, int) and exponent < 0 else 0
+    text = format(abs(value) if value == 0 else value, "f")
+    if not scale:
+        return text
+    whole, frac = text.split(".")
+    kept = scale - scale % 9
+    frac = frac[:kept] + (frac[kept:] if frac[kept:].strip("0") else "")
+    return f"{whole}.{frac or '0'}"
 
 
 def _image(values: dict[str, Any] | None, enums: dict[str, list[str]]) -> dict[str, str | None] | None:
