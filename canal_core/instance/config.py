@@ -1,6 +1,6 @@
 """Canal's configuration files: ``canal.properties`` and ``{canal.conf.dir}/{destination}/instance.properties``.
 
-Layout and precedence, as in the Java server (canal-compat §5):
+Layout and precedence, as in the Java server (docs/canal-compat.md §5):
 
 * ``CanalConfig.load(conf)`` reads ``conf/canal.properties`` (``conf`` may also name the file itself).
   ``InstanceConfig`` (``canal.instance(name)``) reads ``{canal.conf.dir}/{name}/instance.properties``.
@@ -993,7 +993,7 @@ class GroupSource:
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """What the ring store needs (canal-compat §3)."""
+    """What the ring store needs (docs/canal-compat.md §3)."""
 
     buffer_size: int
     buffer_memunit: int

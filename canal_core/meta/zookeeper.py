@@ -1,4 +1,4 @@
-"""Meta in ZooKeeper, as Canal keeps it (canal-compat §2), plus a fence against stale writers.
+"""Meta in ZooKeeper, as Canal keeps it (docs/canal-compat.md §2), plus a fence against stale writers.
 
 Layout (Canal's ZookeeperPathUtils; a Java Canal and its tools read ours and we read theirs)::
 

@@ -146,7 +146,7 @@ class EventParser:
         self._recorded: tuple[LogPosition, E.Event, str | None] | None = None  # the last position, its event, uuid
         self.events = 0
         self.entries = 0
-        # counters behind Canal's metrics (canal-compat §7)
+        # counters behind Canal's metrics (docs/canal-compat.md §7)
         self.received_bytes = 0  # canal_instance_received_binlog_bytes
         self.transactions = 0  # canal_instance_transactions
         self.last_event_ms = 0  # executeTime of the last event: canal_instance_traffic_delay = now - this

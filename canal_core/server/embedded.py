@@ -204,7 +204,7 @@ class CanalServerWithEmbedded:
             dest.store.rollback()
 
     def metrics(self, name: str) -> dict[str, float]:
-        """The destination's counters under Canal's metric names (canal-compat §7; the TCP server adds the
+        """The destination's counters under Canal's metric names (docs/canal-compat.md §7; the TCP server adds the
         client_* ones and exports them for Prometheus)."""
         dest = self._dest(name)
         st = dest.store.stats()

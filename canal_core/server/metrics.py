@@ -1,4 +1,4 @@
-"""Prometheus metrics of the Canal server on canal.metrics.pull.port (canal-compat §7), under Canal's names.
+"""Prometheus metrics of the Canal server on canal.metrics.pull.port (docs/canal-compat.md §7), under Canal's names.
 
 - ``CanalCollector`` reads the live counters of every destination of a ``CanalServerWithEmbedded`` at scrape
   time: no polling thread, nothing cached. The counters live on the instance's parser and store, so a

@@ -1,6 +1,6 @@
 """HA of canal-server: which server runs a destination (Canal's ServerRunningMonitor), with split-brain safety.
 
-Election, as Canal does it (canal-compat §2):
+Election, as Canal does it (docs/canal-compat.md §2):
 
 - every server of a destination tries to create ``/otter/canal/destinations/{dest}/running`` EPHEMERAL with
   ``{"active":true,"address":"ip:port"}``; the one that succeeds is active and ``on_start()`` is called

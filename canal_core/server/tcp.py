@@ -8,7 +8,7 @@ clients and destinations go on. Unlike Canal, a blocking GET waits without its d
 connections' requests for the same destination are served meanwhile, and it stops waiting once its peer
 has closed the connection. The GIL is released while a thread waits on its socket or the store.
 
-Session flow (shared/reference/canal-compat.md section 1): handshake with 8 random seed bytes;
+Session flow (docs/canal-compat.md §1.4): handshake with 8 random seed bytes;
 CLIENTAUTHENTICATION (subscribes when destination and client id are set); then SUBSCRIPTION,
 UNSUBSCRIPTION, GET -> MESSAGES, CLIENTACK and CLIENTROLLBACK (no reply on success), every other type ->
 Ack 400. Error Acks never close the connection; an ack error is read by the client as the reply to its

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 ROWDATA, TRANSACTIONEND = 2, 3
 TABLE = "canal_test.metrics_t"
 
-# canal-compat §7: family -> labels besides destination
+# docs/canal-compat.md §7: family -> labels besides destination
 FAMILIES = {
     "canal_instance": {"mode"},
     "canal_instance_subscriptions": set(),
@@ -181,7 +181,7 @@ def test_metrics_of_a_live_instance(mariadb_settings: Any, admin_conn: Any, tabl
         text, fams = _scrape(metrics.port)
         d = {"destination": "example"}
 
-        # every family of canal-compat §7, with its labels, under Canal's bare counter names
+        # every family of docs/canal-compat.md §7, with its labels, under Canal's bare counter names
         for family, extra in FAMILIES.items():
             samples = fams.get(family)
             assert samples, f"{family} missing or without samples"

@@ -3,8 +3,8 @@
 Everything here reads the *fixture files* (MANIFEST.md, mysqlbinlog dumps, SHOW BINLOG EVENTS output,
 vector sidecars): expected values always come from those texts, never from running the decoder.
 
-Fixture root: $CANAL_FIXTURES, else <repo>/../shared/fixtures. When it is missing the tests FAIL (never
-skip) with a message that says where they looked.
+Fixture root: $CANAL_FIXTURES, else ../shared/fixtures beside the repository. When it is missing the tests
+FAIL (never skip) with a message that says where they looked.
 """
 
 from __future__ import annotations

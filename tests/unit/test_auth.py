@@ -1,4 +1,4 @@
-"""Canal's password scheme (canal-compat section 1): the test vector, the stored hashes, and the server's
+"""Canal's password scheme (docs/canal-compat.md §1.5): the test vector, the stored hashes, and the server's
 rules for canal.user / canal.passwd."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""canal.properties / instance.properties (canal-compat §5): every key's default, a valid and an invalid value,
+"""canal.properties / instance.properties (docs/canal-compat.md §5): every key's default, a valid and an invalid value,
 placeholders, precedence, the .properties format, the shipped conf/ and the auto-scan helper."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from canal_core.instance.config import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Every key canal-compat §5 lists, spelled out (".sql=" style shorthands expanded).
+# Every key docs/canal-compat.md §5 lists, spelled out (".sql=" style shorthands expanded).
 SECTION5 = """
 canal.ip canal.register.ip canal.port canal.metrics.pull.port canal.user canal.passwd canal.zkServers
 canal.zookeeper.flush.period canal.serverMode canal.file.data.dir canal.file.flush.period
@@ -59,7 +59,7 @@ canal.instance.filter.black.regex canal.instance.filter.field canal.instance.fil
 canal.instance.master.sslMode
 """.split()
 
-# keys of ours, beyond canal-compat §5 (each documented where it is used)
+# keys of ours, beyond docs/canal-compat.md §5 (each documented where it is used)
 EXTENSIONS = ["canal.zookeeper.session.timeout", "canal.zookeeper.auth", "canal.instance.parser.maxEventSize",
               "canal.metrics.pull.ip", "canal.tcp.max.connections", "canal.tcp.max.request.bytes",
               "canal.tcp.auth.timeout", "canal.tcp.auth.backoff", "canal.tcp.auth.backoff.max",
@@ -203,7 +203,7 @@ def _typed(conf: Path, key: str, where: str) -> Any:
 
 def test_table_covers_section5_and_only_known_keys() -> None:
     assert len(set(SECTION5)) == len(SECTION5)
-    assert set(SECTION5) | set(EXTENSIONS) == set(KEYS_BY_NAME), "KEYS and canal-compat §5 (+ ours) differ"
+    assert set(SECTION5) | set(EXTENSIONS) == set(KEYS_BY_NAME), "KEYS and docs/canal-compat.md §5 (+ ours) differ"
     assert set(CASE_IDS) == set(KEYS_BY_NAME) and len(CASE_IDS) == len(set(CASE_IDS))
     from dataclasses import fields
 

@@ -1,4 +1,5 @@
-"""Real binlog files from /work/shared/fixtures converted to Canal entries.
+"""Real binlog files from the fixture root ($CANAL_FIXTURES, else ../shared/fixtures beside the repository)
+converted to Canal entries.
 
 Table metadata is written by hand from the schema the fixture states (its SQL, or the CREATE TABLE in
 the binlog); expected positions, times, thread ids, XIDs and row values come from the mysqlbinlog dumps

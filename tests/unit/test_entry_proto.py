@@ -1,5 +1,5 @@
 """Canal's protobuf layer: the generated code matches the .proto files, the .proto files carry
-canal-compat §1's field numbers, Entry bytes round-trip through the generated code, and golden
+docs/canal-compat.md §1.2-§1.3's field numbers, Entry bytes round-trip through the generated code, and golden
 entries have the exact wire layout (checked with a small hand-written wire reader, independently of
 the generated code)."""
 
@@ -79,9 +79,9 @@ def test_generated_code_is_regenerated_byte_identical(tmp_path: Path) -> None:
             f"{name} differs from protoc's output: run scripts/gen-proto.sh and commit the result"
 
 
-# ---- field numbers and types against canal-compat §1 ----------------------------------------------
+# ---- field numbers and types against docs/canal-compat.md §1.2-§1.3 ----------------------------------------------
 
-# (field name, number, type, oneof presence) transcribed from canal-compat.md §1
+# (field name, number, type, oneof presence) transcribed from docs/canal-compat.md §1.2-§1.3
 _E, _I32, _I64, _STR, _BYTES, _BOOL, _MSG = "enum", "int32", "int64", "string", "bytes", "bool", "message"
 ENTRY_LAYOUT = {
     "Entry": [("header", 1, _MSG, False), ("entryType", 2, _E, True), ("storeValue", 3, _BYTES, False)],

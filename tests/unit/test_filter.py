@@ -1,4 +1,4 @@
-"""Canal's filter rules (canal-compat §4): top-level comma split, anchored, case-insensitive on schema.table."""
+"""Canal's filter rules (docs/canal-compat.md §4): top-level comma split, anchored, case-insensitive on schema.table."""
 
 from __future__ import annotations
 

@@ -7,12 +7,13 @@ import struct
 from pathlib import Path
 
 import pytest
+from fixture_support import fixtures_root
 from hypothesis import given
 from hypothesis import strategies as st
 
 from canal_core.binlog.gtid import GNO_END, GtidError, MariaGtidPosition, MySQLGtidSet
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = fixtures_root()  # $CANAL_FIXTURES, else ../shared/fixtures beside the repository
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "896e7882-18fe-11ef-ab88-22222d34d411"
 

@@ -12,10 +12,10 @@ import copy
 import json
 import re
 import struct
-from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_support import fixtures_root
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ from canal_core.binlog.jsonb import (
     parse_json_diffs,
 )
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = fixtures_root()  # $CANAL_FIXTURES, else ../shared/fixtures beside the repository
 VITESS = FIXTURES / "vitess/vectors/jsonb_value_vectors.jsonl"
 GOMYSQL = FIXTURES / "go-mysql/vectors"
 CANAL_5127 = FIXTURES / "canal/vectors/jsonb_special_char_key_issue5127"

@@ -24,7 +24,7 @@ from canal_core.meta import (
 )
 from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
 
-# canal-compat §2, verbatim
+# docs/canal-compat.md §2, verbatim
 COMPAT_CURSOR = ('{"identity":{"slaveId":-1,"sourceAddress":{"address":"localhost","port":3306}},"postion":{"gtid":"",'
                  '"included":false,"journalName":"mysql-bin.000004","position":13885,"serverId":1,'
                  '"timestamp":1591600659000}}')

@@ -20,7 +20,7 @@ from canal_core.parse.position import (
     PositionStoreError,
 )
 
-# canal-compat.md §2, verbatim
+# docs/canal-compat.md §2, verbatim
 CURSOR_EXAMPLE = (
     '{"@type":"com.alibaba.otter.canal.protocol.position.LogPosition","identity":{"slaveId":-1,"sourceAddress":'
     '{"address":"localhost","port":3306}},"postion":{"gtid":"","included":false,"journalName":"mysql-bin.000004",'

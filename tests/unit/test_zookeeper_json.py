@@ -1,4 +1,4 @@
-"""ZooKeeper payloads and paths as Canal writes them (canal-compat §2), and the config rules of the
+"""ZooKeeper payloads and paths as Canal writes them (docs/canal-compat.md §2), and the config rules of the
 ZooKeeper meta (no ZooKeeper needed here; tests/integration/test_zookeeper_meta.py uses a real one)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from canal_core.meta.model import log_position_from_dict
 from canal_core.parse.model import LOG_POSITION_TYPE, EntryPosition, LogIdentity, LogPosition
 from canal_core.parse.position import encode_position
 
-# canal-compat §2's cursor example, verbatim: a cursor node as a Java Canal writes it
+# docs/canal-compat.md §2's cursor example, verbatim: a cursor node as a Java Canal writes it
 CANAL_CURSOR = (
     '{"@type":"com.alibaba.otter.canal.protocol.position.LogPosition","identity":{"slaveId":-1,"sourceAddress":'
     '{"address":"localhost","port":3306}},"postion":{"gtid":"","included":false,"journalName":"mysql-bin.000004",'
