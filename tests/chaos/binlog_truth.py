@@ -40,7 +40,7 @@ def canal_text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8")
     if isinstance(value, Decimal):
-        return _canal_decimal(value)
+        return canal_decimal_text(value)
     if isinstance(value, int | str):
         return str(value)
     if isinstance(value, dt.datetime):
@@ -48,7 +48,7 @@ def canal_text(value: Any) -> str | None:
     raise TypeError(f"no Canal text for {type(value).__name__} {value!r} (a column type the workload does not use)")
 
 
-def _canal_decimal(value: Decimal) -> str:
+def canal_decimal_text(value: Decimal) -> str:
     """Canal's text of a DECIMAL the binlog holds with ``scale`` fraction digits (python-mysql-replication keeps
     them all): Canal's decoder writes every digit of each full nine-digit fraction word, but the left-over
     ``scale % 9`` digits only when they are not all zero, and a lone ``0`` when no fraction digit is left

@@ -12,17 +12,20 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pymysql
 from dagster import DagsterInstance, RunRequest, SensorResult, build_sensor_context
+from pymysql.constants import FIELD_TYPE
 
 from pipelines.config import PipelineConfig, parse_config
 from pipelines.definitions import build_definitions
 from pipelines.pools import INSTANCE_SETTINGS
 from pipelines.sensor_state import SensorState
 from pipelines.types import from_db, select_expr
+from tests.chaos.binlog_truth import canal_decimal_text
 
 
 def write_conf(root: Path, settings: Any, destination: str, regex: str) -> Path:
@@ -193,7 +196,8 @@ def mirror_multiset(spark: Any, path: str, columns: list[Any]) -> list[tuple[Any
 class RecordedChanges:
     """Single-row autocommit statements on the source, each recorded as the change the binlog holds for it:
     (table, op, image), the image being the row after an INSERT/UPDATE or before a DELETE as the server prints
-    it (a PyMySQL connection without converters: MySQL's own text, which is what Canal's entries carry).
+    it (a PyMySQL connection without converters: MySQL's own text, which is what Canal's entries carry, but for
+    DECIMAL, whose text Canal's decoder shortens: docs/type-mapping.md).
     ``log`` in statement order is the expected changelog of the tables (one row change per statement)."""
 
     def __init__(self, settings: Any, schema: str) -> None:
@@ -220,7 +224,11 @@ class RecordedChanges:
             names = [d[0] for d in cur.description]
         if got is None:
             return None
-        return {n: (v.decode() if isinstance(v, bytes) else v) for n, v in zip(names, got, strict=True)}
+        image = {n: (v.decode() if isinstance(v, bytes) else v) for n, v in zip(names, got, strict=True)}
+        for d in cur.description:  # DECIMAL: Canal's text of the server's (a zero left-over fraction word dropped)
+            if d[1] == FIELD_TYPE.NEWDECIMAL and image[d[0]] is not None:
+                image[d[0]] = canal_decimal_text(Decimal(str(image[d[0]])))
+        return image
 
     def _changed(self, sql: str, args: Any) -> None:
         with self.conn.cursor() as cur:
