@@ -242,26 +242,30 @@ def test_previous_active_regrabs_at_once_after_its_session_expired(clients: Call
         b.stop()
 
 
+DELAY = 3.0
+
+
 def test_stop_releases_and_a_standby_takes_over_after_its_delay(clients: Callable[..., KazooClient]) -> None:
     look = clients()
     ra, rb = Recorder(), Recorder()
-    a, b = _monitor(clients(), A, ra, delay_s=1.0), _monitor(clients(), B, rb, delay_s=1.0)
+    # a delay long enough that B cannot compete again before the released node is looked at on a loaded machine
+    a, b = _monitor(clients(), A, ra, delay_s=DELAY), _monitor(clients(), B, rb, delay_s=DELAY)
     a.start()
     assert a.wait_for_active(5)
     b.start()
     time.sleep(0.3)
     a.stop()
-    t_b = wait_for(lambda: b.is_active, 10)  # upper bounds with room for a loaded machine
+    t_b = wait_for(lambda: b.is_active, DELAY + 10)  # upper bounds with room for a loaded machine
     try:
         assert ra.kinds() == ["start", "stop"]
-        assert t_b - ra.times("stop")[0] >= 1.0  # B waited its delay
+        assert t_b - ra.times("stop")[0] >= DELAY  # B waited its delay
         assert _running(look) == {"active": True, "address": B}
         assert look.get_children(z.destination_cluster_root(DEST)) == [B]
         # a running node rewritten to "active":false for B is a voluntary release (Canal's rule)
         look.set(z.server_running_path(DEST), z.encode_server_running(B, active=False))
         wait_for(lambda: not b.is_active, 8)
         assert rb.kinds() == ["start", "stop"] and look.exists(z.server_running_path(DEST)) is None
-        wait_for(lambda: b.is_active, 8)  # nobody else: B competes again after its delay
+        wait_for(lambda: b.is_active, DELAY + 8)  # nobody else: B competes again after its delay
     finally:
         b.stop()
 
