@@ -167,6 +167,20 @@ def wait(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") 
 # ---- Canal's wire protocol by hand, for clients that do what no connector would ---------------------------
 
 
+def destination_running(run: Path, destination: str = "example", timeout: float = 30) -> bool:
+    """Whether the server's status.json (under ``run``/canal) shows ``destination`` running within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = json.loads((run / "canal" / "status.json").read_text())
+        except (FileNotFoundError, ValueError):
+            status = {}
+        if status.get("destinations", {}).get(destination, {}).get("state") == "running":
+            return True
+        time.sleep(0.1)
+    return False
+
+
 class RawClient:
     """A connection speaking Canal's framing directly. ``source``: the local address to connect from (any
     127.x.y.z on Linux), so that tests can play several client hosts."""

@@ -19,6 +19,7 @@ import pytest
 
 from canal_core.client.connector import CanalClientError, SimpleConnector
 from canal_core.entry.proto import EntryProtocol_pb2 as ep
+from tests.integration.server_process import destination_running
 
 pytestmark = pytest.mark.integration
 
@@ -59,19 +60,6 @@ def _rows(c: SimpleConnector, want: int, timeout: float = 20) -> list[tuple[str,
     return got
 
 
-def _running(run: Path, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            status = json.loads((run / "canal" / "status.json").read_text())
-        except (FileNotFoundError, ValueError):
-            status = {}
-        if status.get("destinations", {}).get("example", {}).get("state") == "running":
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_catastrophic_filters_from_config_and_client(mariadb_settings: Any, admin_conn: Any, tables: None,
                                                      tmp_path: Path) -> None:
     tcp_port = _free_port()
@@ -89,7 +77,7 @@ def test_catastrophic_filters_from_config_and_client(mariadb_settings: Any, admi
     proc = subprocess.Popen([sys.executable, "-m", "canal_core.server.main", "run", "--conf", str(conf),
                              "--run-dir", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        assert _running(run)
+        assert destination_running(run)
         with SimpleConnector(("127.0.0.1", tcp_port), "example", so_timeout=10, connect_timeout=20) as c:
             c.subscribe()  # the destination's filter
             time.sleep(0.5)

@@ -3,7 +3,6 @@ a login naming an unknown destination add no series to /metrics, and the page ke
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import select
@@ -23,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from canal_core.client.connector import CanalClientError, SimpleConnector
 from canal_core.entry.proto import CanalProtocol_pb2 as cp
+from tests.integration.server_process import destination_running
 
 pytestmark = pytest.mark.integration
 
@@ -34,19 +34,6 @@ def _free_port() -> int:
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         return int(sk.getsockname()[1])
-
-
-def _running(run: Path, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            status = json.loads((run / "canal" / "status.json").read_text())
-        except (FileNotFoundError, ValueError):
-            status = {}
-        if status.get("destinations", {}).get("example", {}).get("state") == "running":
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _scrape(port: int) -> str:
@@ -116,7 +103,7 @@ def test_failed_logins_and_unknown_destinations_add_no_series(mariadb_settings: 
     proc = subprocess.Popen([sys.executable, "-m", "canal_core.server.main", "run", "--conf", str(conf),
                              "--run-dir", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        assert _running(run)
+        assert destination_running(run)
         # a well-behaved client: its destination's client series exist before the flood
         with SimpleConnector(("127.0.0.1", tcp_port), "example", "canal", "canal", so_timeout=10) as c:
             c.subscribe()
