@@ -153,9 +153,14 @@ class _Collector:
 
 def replay_entries(source: ReplaySource, *, start: Position | int, end: Position | int | None = None,
                    tables: list[str] | None = None, chunk_rows: int = 200_000, timeout: float = 600.0,
-                   ) -> Iterator[list[bytes]]:
+                   from_history_start: bool = False) -> Iterator[list[bytes]]:
     """Entry bytes of the range, in binlog order, in chunks of about ``chunk_rows`` row changes (a chunk
-    ends at an entry boundary). ``tables``: schema.table names (default: the destination's filter)."""
+    ends at an entry boundary). ``tables``: schema.table names (default: the destination's filter).
+
+    ``from_history_start``: a start before the schema history begins (its oldest snapshot) is moved up to
+    where it begins, for callers whose start is only a safe lower bound (a reconcile's margin before the
+    mirror's last change, which the live stream, and so the history, already covered). Without it such a
+    start is an error naming the rebuild command, as a backfill of a period the history cannot decode must be."""
     head = binlog_head(source.conn_kwargs())
     end_key = end.key if isinstance(end, Position) else None
     end_ms = end if isinstance(end, int) else None
@@ -170,6 +175,26 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
     if isinstance(start, Position) and start.key >= head.key:
         return  # nothing written since
 
+    work = Path(tempfile.mkdtemp(prefix="canal-replay-"))
+    history_dir = work / "history"
+    try:
+        if source.history_dir is not None and Path(source.history_dir).is_dir():
+            shutil.copytree(source.history_dir, history_dir)
+        history = SchemaHistory(history_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    if from_history_start and (begins := history.begins()) is not None:
+        first, taken_at = begins
+        # a binlog position compares by (file, offset); a time against the snapshot's event time, or, for a
+        # bootstrap at the binlog head (no event time), against when it was taken: later events are after it
+        first_ms = first.timestamp or taken_at
+        if first.journal_name and (start.key < order_key(first.journal_name, first.position or 0)
+                                   if isinstance(start, Position) else start < first_ms):
+            log.info("replay start %s is before the schema history begins (%s:%s): starting there", start,
+                     first.journal_name, first.position)
+            start_cfg = StartConfig(journal_name=first.journal_name, position=first.position)
+
     collector = _Collector(end_key, end_ms, head.key)
     event_filter = dataclasses.replace(source.event_filter)
     if tables:
@@ -179,12 +204,7 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
         detecting_enable=False, heartbeat_period=0.5,
         # a replica id of its own: the server drops an older connection with the same id (the live parser)
         slave_id=random.randint(1 << 20, (1 << 31) - 1))
-    work = Path(tempfile.mkdtemp(prefix="canal-replay-"))
     try:
-        history_dir = work / "history"
-        if source.history_dir is not None and Path(source.history_dir).is_dir():
-            shutil.copytree(source.history_dir, history_dir)
-        history = SchemaHistory(history_dir)
         parser = EventParser(cfg, sink=collector, history=history, positions=collector,
                              converter_factory=lambda ident: EntryConverter(ident, timezone=source.timezone),
                              event_filter=event_filter)
@@ -195,7 +215,9 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
                 finished = collector.done.wait(0.2)
                 waited += 0.2
                 if not finished and not parser.running:
-                    raise ReplayError(f"replay parser stopped: {parser.last_error}")
+                    # name the destination's history, not this replay's temporary copy of it
+                    why = str(parser.last_error).replace(str(history_dir), str(source.history_dir or "<data-dir>"))
+                    raise ReplayError(f"replay parser stopped: {why}")
                 if not finished and (err := parser.health.error) is not None and err.kind in _FATAL_KINDS:
                     # retrying will not change the account or the server answering: fail the replay now
                     raise ReplayError(f"replay parser cannot read {parser.health.source}: {err.kind.value}: "
@@ -221,14 +243,16 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
 
 def replay_windows(source: ReplaySource, *, root: Path, destination: str, label: int, start: Position | int,
                    end: Position | int | None = None, tables: list[str] | None = None, chunk_rows: int = 200_000,
-                   stage: Callable[..., WindowManifest] | None = None) -> Iterator[tuple[Path, WindowManifest]]:
+                   stage: Callable[..., WindowManifest] | None = None, from_history_start: bool = False,
+                   ) -> Iterator[tuple[Path, WindowManifest]]:
     """The range staged as windows under ``root`` (window numbers ``label``, ``label + 1``, ...; attempt 0),
     yielded in order; the caller applies and removes them."""
     from . import staging
 
     stage = stage or staging.stage_window
     n = label
-    for chunk in replay_entries(source, start=start, end=end, tables=tables, chunk_rows=chunk_rows):
+    for chunk in replay_entries(source, start=start, end=end, tables=tables, chunk_rows=chunk_rows,
+                                from_history_start=from_history_start):
         manifest = stage(chunk, root=root, destination=destination, window=n, attempt=0, batch_ids=[],
                          timezone=source.timezone)
         yield staging.window_path(root, destination, n, 0), manifest

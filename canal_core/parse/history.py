@@ -576,6 +576,15 @@ class SchemaHistory:
             self._records = [r for r in self._records if r.seq > floor]
             self._index = {(position_key(r.position), r.sql) for r in self._records}
 
+    def begins(self) -> tuple[EntryPosition, int] | None:
+        """Where the history begins: the oldest snapshot's position and when it was taken (ms); None when
+        empty. Nothing before that position can be decoded with this history."""
+        snaps = self.store.snapshots()
+        if not snaps:
+            return None
+        first = min(snaps, key=lambda s: (s["seq"], s["taken_at"]))
+        return EntryPosition.from_json_dict(first["position"]), int(first["taken_at"])
+
     def snapshot_list(self) -> list[dict[str, Any]]:
         return sorted(self.store.snapshots(), key=lambda s: (s["seq"], s["taken_at"]))
 

@@ -251,7 +251,8 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
             if start is None:
                 return fail(f"no changelog row at the mirror's position {version}: cannot tell where to replay from")
             windows = list(replay_windows(config.replay_source(), root=root, destination=config.destination,
-                                          label=0, start=start, end=src.position, tables=[name], chunk_rows=10**9))
+                                          label=0, start=start, end=src.position, tables=[name], chunk_rows=10**9,
+                                          from_history_start=True))
             with_rows = [(d, m, t) for d, m in windows for t in m.tables if t.name == name]
             if len(with_rows) > 1:  # preview_mirror previews one window on top of the stored mirror
                 return fail(f"the replay up to {pos_text(src.position)} came in {len(with_rows)} windows")

@@ -82,3 +82,37 @@ def test_a_replay_the_account_cannot_read_fails_at_once(mariadb_settings) -> Non
     with pytest.raises(ReplayError, match="Access denied"):
         list(replay_entries(bad, start=start))
     assert time.monotonic() - t0 < 30
+
+
+def test_a_reconcile_replay_starting_before_the_history_begins_starts_where_it_begins(
+        mariadb_settings, admin_conn: pymysql.connections.Connection, tmp_path) -> None:
+    """A reconcile replays from a margin before the mirror's last change; on a destination younger than the
+    margin that start precedes the schema history's first snapshot. The replay then starts at that snapshot (no
+    change it needs is older), instead of failing with "no snapshot at or before"; a backfill asking for the
+    same range still gets that error, naming the rebuild command."""
+    import pytest
+
+    from canal_core.parse.history import SchemaHistory
+    from pipelines.replay import ReplayError
+
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {T}")
+        cur.execute(f"CREATE TABLE {T} (id INT PRIMARY KEY, v VARCHAR(10))")
+        cur.execute(f"INSERT INTO {T} VALUES (1,'a')")  # before the history: not replayed
+    time.sleep(1.2)  # binlog timestamps have one-second resolution
+    boot = pymysql.connect(host=mariadb_settings.host, port=mariadb_settings.port, user="canal", password="canal")
+    try:
+        SchemaHistory.bootstrap_from_server(boot, schemas=["canal_test"], store=tmp_path / "history")
+    finally:
+        boot.close()
+    with admin_conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {T} VALUES (2,'b')")
+        cur.execute(f"UPDATE {T} SET v='aa' WHERE id=1")
+    src = _source(mariadb_settings)
+    src.history_dir = tmp_path / "history"
+    early = int(time.time() * 1000) - 60_000
+    assert _ids(replay_entries(src, start=early, from_history_start=True)) == [("INSERT", 2), ("UPDATE", 1)]
+    with pytest.raises(ReplayError, match=r"no snapshot at or before.*rebuild") as err:
+        list(replay_entries(src, start=early))
+    # the command names the destination's history, not the replay's temporary copy of it
+    assert f"--data-dir {tmp_path / 'history'} " in str(err.value) and "canal-replay-" not in str(err.value)
