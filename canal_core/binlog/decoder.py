@@ -24,6 +24,7 @@ from .constants import (
     EVENT_NAMES,
     LOG_EVENT_ARTIFICIAL_F,
     LOG_EVENT_BINLOG_IN_USE_F,
+    LOG_EVENT_IGNORABLE_F,
     ROWS_EVENTS,
     EventType,
 )
@@ -75,7 +76,8 @@ class BinlogDecoder:
     - ``schema_hints(schema, table)``: column facts the binlog may lack (names, signedness, charsets,
       ENUM/SET values, MariaDB UUID/INET types), e.g. from the schema history.
     - ``skip_unknown_events``: an unknown event type becomes an UnknownEvent (counted in
-      ``skipped_unknown`` and logged) instead of an UnknownEventError.
+      ``skipped_unknown`` and logged) instead of an UnknownEventError. An unknown type whose header carries
+      LOG_EVENT_IGNORABLE_F is always skipped as an IgnorableEvent (counted in ``skipped_ignorable``).
     - ``max_event_size``: the largest event, and the largest a compressed event (TRANSACTION_PAYLOAD, MariaDB's
       compressed QUERY and rows events) may inflate to; beyond it EventTooLargeError, before the memory is taken.
     """
@@ -99,6 +101,7 @@ class BinlogDecoder:
         self.format: E.FormatDescriptionEvent | None = None
         self.tables: dict[int, TableDef] = {}
         self.skipped_unknown = 0
+        self.skipped_ignorable = 0
         self._tdef_cache: dict[bytes, TableDef] = {}
         self._handlers: dict[int, Callable[..., E.Event]] = self._build_handlers()
 
@@ -155,6 +158,12 @@ class BinlogDecoder:
                 raise TruncatedEventError(f"event of {n} bytes is shorter than its {hl}-byte header")
             handler = self._handlers.get(tc)
             if handler is None:
+                if flags & LOG_EVENT_IGNORABLE_F:
+                    # the writer marked it safe to skip for a reader that does not know its type, as MySQL's
+                    # replica does; it stays visible as an IgnorableEvent and is counted
+                    self.skipped_ignorable += 1
+                    log.debug("skipping ignorable binlog event type %d at %s:%s", tc, self.file, position)
+                    return E.IgnorableEvent(data=raw[hl:end], **common)
                 if self.skip_unknown_events:
                     self.skipped_unknown += 1
                     log.warning("skipping unknown binlog event type %d at %s:%s (%d skipped so far)",
