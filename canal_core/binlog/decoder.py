@@ -383,8 +383,11 @@ class BinlogDecoder:
         p += nb
         present_after = None
         if kind == "update":
-            present_after = raw[p:p + nb]
-            p += nb
+            if version == 0:  # MySQL 5.1's pre-GA update rows name their columns once, for both images
+                present_after = present
+            else:
+                present_after = raw[p:p + nb]
+                p += nb
         if p > end:
             raise ValueError("rows event header runs past the event")
         buf = raw
