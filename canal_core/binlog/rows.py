@@ -16,7 +16,8 @@ from typing import Any
 
 from . import values as V
 from .constants import ColumnType as T
-from .jsonb import apply_json_diffs, json_to_text, parse_json_diffs
+from .jsonb import json_to_text
+from .jsondiff import apply_json_diffs, parse_json_diffs
 from .packed import read_packed
 from .tablemap import BLOB_TYPES, Column, TableDef
 

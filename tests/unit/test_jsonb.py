@@ -19,14 +19,8 @@ from fixture_support import fixtures_root
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from canal_core.binlog.jsonb import (
-    JsonDecodeError,
-    JsonDiff,
-    JsonDiffOperation,
-    apply_json_diffs,
-    json_to_text,
-    parse_json_diffs,
-)
+from canal_core.binlog.jsonb import JsonDecodeError, json_to_text
+from canal_core.binlog.jsondiff import JsonDiff, JsonDiffOperation, apply_json_diffs, parse_json_diffs
 
 FIXTURES = fixtures_root()  # $CANAL_FIXTURES, else ../shared/fixtures beside the repository
 VITESS = FIXTURES / "vitess/vectors/jsonb_value_vectors.jsonl"
