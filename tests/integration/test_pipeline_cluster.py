@@ -31,7 +31,8 @@ from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
     _one_spark_session,
     db,
 )
-from tests.integration.test_pipeline_remote import Server, _free_port
+from tests.integration.test_pipeline_remote import Server
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -43,10 +44,10 @@ def _server_conf(src: Path, root: Path, zk: str, slave_id: int) -> tuple[Path, i
     """A canal-server conf dir: the pipeline's Canal conf plus this server's port, replica id and HA keys."""
     conf = root / "conf"
     (conf / DEST).mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     (conf / "canal.properties").write_text(
         (src / "canal.properties").read_text()
-        + f"canal.ip = 127.0.0.1\ncanal.port = {port}\ncanal.metrics.pull.port = {_free_port()}\n"
+        + f"canal.ip = 127.0.0.1\ncanal.port = {port}\ncanal.metrics.pull.port = {free_port()}\n"
         f"canal.file.data.dir = {root / 'data'}\ncanal.auto.scan = false\n"
         f"canal.zkServers = {zk}\ncanal.zookeeper.session.timeout = {SESSION_MS}\n"
         "canal.zookeeper.flush.period = 200\n"

@@ -18,7 +18,6 @@ import pytest
 from pipelines.config import PipelineConfig
 from pipelines.lake import Lake
 from tests.integration.pipeline_driver import Driver, make_config
-from tests.integration.test_canal_server import _free_port
 from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
     SCHEMA,
     Workload,
@@ -27,6 +26,7 @@ from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
     _one_spark_session,
     db,
 )
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -62,12 +62,12 @@ class Server:
 
 def _remote_config(tmp_path: Path, settings: Any) -> tuple[PipelineConfig, int]:
     """The pipeline in remote mode, and the canal-server's keys added to the same Canal conf."""
-    port = _free_port()
+    port = free_port()
     cfg = make_config(tmp_path, settings, "remote", f"{SCHEMA}\\\\..*",
                       canal={"mode": "remote", "address": f"127.0.0.1:{port}"})
     props = cfg.canal.conf_dir / "canal.properties"
     props.write_text(props.read_text() + f"canal.ip = 127.0.0.1\ncanal.port = {port}\n"
-                     f"canal.metrics.pull.port = {_free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
+                     f"canal.metrics.pull.port = {free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
     return cfg, port
 
 

@@ -37,6 +37,7 @@ from canal_core.server.auth import scramble, stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.tcp import CanalTcpServer
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -212,12 +213,6 @@ def served(mariadb_settings: Any, admin_conn: Any, tables: Any, tmp_path: Path) 
     finally:
         tcp.stop(timeout=0)
         ctl.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---- a raw protocol client, written from the wire format (not our connector) ---------------------
@@ -664,7 +659,7 @@ def test_idle_timeout_closes(served: Served) -> None:
 def test_cluster_connector_fails_over(served: Served, admin_conn: Any) -> None:
     second = CanalTcpServer(served.ctl.server, host="127.0.0.1", port=0, user=USER, passwd=stored_hash(PASSWORD))
     second.start()
-    dead = ("127.0.0.1", _free_port())
+    dead = ("127.0.0.1", free_port())
     try:
         cluster = ClusterConnector([dead, served.addr, second.address], "d1", USER, PASSWORD, backoff=0.05)
         cluster.connect()
@@ -727,7 +722,7 @@ def _controller_conf(tmp: Path, mysql_port: int, start: tuple[str, int], port: i
 
 def test_controller_serves_canal_port(mariadb_settings: Any, admin_conn: Any, tables: Any, tmp_path: Path) -> None:
     start = _master_status(admin_conn)
-    port = _free_port()
+    port = free_port()
     conf = _controller_conf(tmp_path / "ok", mariadb_settings.port, start, port, stored_hash(PASSWORD))
     ctl = CanalController(conf, tcp=True)
     ctl.start()
@@ -752,7 +747,7 @@ def test_controller_serves_canal_port(mariadb_settings: Any, admin_conn: Any, ta
         SimpleConnector(("127.0.0.1", port), "d2", USER, PASSWORD, connect_timeout=2).connect()
 
     # canal.user without canal.passwd: a startup error naming canal.properties
-    bad = _controller_conf(tmp_path / "bad", mariadb_settings.port, start, _free_port(), "")
+    bad = _controller_conf(tmp_path / "bad", mariadb_settings.port, start, free_port(), "")
     with pytest.raises(ConfigError, match=r"canal\.properties.*canal\.user = canal needs canal\.passwd"):
         CanalController(bad, tcp=True)
 
