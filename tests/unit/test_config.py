@@ -1,5 +1,6 @@
 """canal.properties / instance.properties (docs/canal-compat.md §5): every key's default, a valid and an invalid value,
-placeholders, precedence, the .properties format, the shipped conf/ and the auto-scan helper."""
+placeholders, precedence, the shipped conf/ and the auto-scan helper (the .properties format itself:
+test_properties_format.py)."""
 
 from __future__ import annotations
 
