@@ -30,6 +30,11 @@ OM_ENUM_AND_SET_DEFAULT_CHARSET = 10
 OM_ENUM_AND_SET_COLUMN_CHARSET = 11
 OM_COLUMN_VISIBILITY = 12
 OM_VECTOR_DIMENSIONALITY = 13  # MySQL 9
+# fields holding one packed integer per column of a type: field type -> (column type, Column attribute)
+_PACKED_PER_COLUMN = {
+    OM_GEOMETRY_TYPE: (T.GEOMETRY, "geometry_type"),
+    OM_VECTOR_DIMENSIONALITY: (T.VECTOR, "dimensions"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,18 +238,12 @@ def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef
                 if c.type == kind:
                     vals, q = _str_list(fdata, q)
                     (set_raw if kind == T.SET else enum_raw)[c.index] = vals
-        elif ftype == OM_GEOMETRY_TYPE:
+        elif ftype in _PACKED_PER_COLUMN:
+            ctype, key = _PACKED_PER_COLUMN[ftype]
             q = 0
             for c in cols:
-                if c.type == T.GEOMETRY:
-                    gt, q = read_packed(fdata, q)
-                    extra[c.index]["geometry_type"] = gt
-        elif ftype == OM_VECTOR_DIMENSIONALITY:
-            q = 0
-            for c in cols:
-                if c.type == T.VECTOR:
-                    dim, q = read_packed(fdata, q)
-                    extra[c.index]["dimensions"] = dim
+                if c.type == ctype:
+                    extra[c.index][key], q = read_packed(fdata, q)
         elif ftype == OM_SIMPLE_PRIMARY_KEY:
             q, keys = 0, []
             while q < len(fdata):
