@@ -23,6 +23,7 @@ from canal_core.entry.proto import EntryProtocol_pb2 as ep
 from canal_core.server.auth import scramble
 from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
+from tests.support.conf import source, write_conf
 
 USER = "canal"
 PASSWORD = "tcp-secret"
@@ -99,26 +100,15 @@ def drain(conn: SimpleConnector | ClusterConnector, table: str, want: dict[str, 
 
 
 def server_conf(tmp: Path, mysql_port: int, start: tuple[str, int], *, canal_extra: str = "") -> Path:
-    conf = tmp / "conf"
-    conf.mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = d1,d2\n"
-        "canal.auto.scan = false\n"
-        f"canal.file.data.dir = {tmp / 'data'}\n"
-        "canal.file.flush.period = 100\n"
-        "canal.instance.memory.buffer.size = 1024\n"
-        "canal.instance.memory.batch.mode = ITEMSIZE\n" + canal_extra
-    )
-    for dest, table in (("d1", TABLE_A), ("d2", TABLE_B)):
-        (conf / dest).mkdir()
-        (conf / dest / "instance.properties").write_text(
-            f"canal.instance.master.address = 127.0.0.1:{mysql_port}\n"
-            f"canal.instance.master.journal.name = {start[0]}\n"
-            f"canal.instance.master.position = {start[1]}\n"
-            "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-            f"canal.instance.filter.regex = canal_test\\\\.{table}\n"
-        )
-    return conf
+    at = f"canal.instance.master.journal.name = {start[0]}\ncanal.instance.master.position = {start[1]}\n"
+    return write_conf(tmp, "canal.destinations = d1,d2\n"
+                      "canal.auto.scan = false\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\n"
+                      "canal.file.flush.period = 100\n"
+                      "canal.instance.memory.buffer.size = 1024\n"
+                      "canal.instance.memory.batch.mode = ITEMSIZE\n" + canal_extra,
+                      {dest: source(mysql_port, f"canal_test\\\\.{table}") + at
+                       for dest, table in (("d1", TABLE_A), ("d2", TABLE_B))})
 
 
 @dataclass

@@ -14,6 +14,7 @@ import pytest
 
 from canal_core.meta import ClientIdentity
 from canal_core.server.controller import CanalController
+from tests.support.conf import source, write_conf
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
@@ -22,24 +23,15 @@ BIN = Path(sys.executable).parent / "canal-server"
 
 
 def _conf(tmp: Path, port: int, *, flush_ms: int = 100, metrics_port: int | None = None) -> Path:
-    conf = tmp / "conf"
-    (conf / "example").mkdir(parents=True)
     # canal-server run serves TCP and metrics: not on fixed ports other tests may hold
-    (conf / "canal.properties").write_text(
-        f"canal.port = {free_port()}\ncanal.ip = 127.0.0.1\n"
-        f"canal.metrics.pull.port = {metrics_port or free_port()}\n"
-        "canal.destinations = example\n"
-        "canal.auto.scan = true\n"
-        "canal.auto.scan.interval = 1\n"
-        f"canal.file.data.dir = {tmp / 'data'}\n"
-        f"canal.file.flush.period = {flush_ms}\n"
-    )
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{port}\n"
-        "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.srv_.*\n"
-    )
-    return conf
+    return write_conf(tmp, f"canal.port = {free_port()}\ncanal.ip = 127.0.0.1\n"
+                      f"canal.metrics.pull.port = {metrics_port or free_port()}\n"
+                      "canal.destinations = example\n"
+                      "canal.auto.scan = true\n"
+                      "canal.auto.scan.interval = 1\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\n"
+                      f"canal.file.flush.period = {flush_ms}\n",
+                      {"example": source(port, "canal_test\\\\.srv_.*")})
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
