@@ -98,6 +98,8 @@ ROWS_EVENTS: dict[int, tuple[str, int, bool]] = {
 LOG_EVENT_BINLOG_IN_USE_F = 0x1
 LOG_EVENT_ARTIFICIAL_F = 0x20
 LOG_EVENT_RELAY_LOG_F = 0x40
+# A replica that does not know the event's type may skip it (MySQL since 5.6; Aurora's padding events set it).
+LOG_EVENT_IGNORABLE_F = 0x80
 
 # Checksum algorithms (FORMAT_DESCRIPTION_EVENT, byte at event_length - 5)
 CHECKSUM_OFF = 0

@@ -24,6 +24,7 @@ from .constants import (
     EVENT_NAMES,
     LOG_EVENT_ARTIFICIAL_F,
     LOG_EVENT_BINLOG_IN_USE_F,
+    LOG_EVENT_IGNORABLE_F,
     ROWS_EVENTS,
     EventType,
 )
@@ -55,7 +56,7 @@ _MALFORMED = (struct.error, IndexError, ValueError, UnicodeError, LookupError, z
               OverflowError, TypeError, MemoryError)
 
 # Post-header lengths before any FORMAT_DESCRIPTION_EVENT (only ROTATE can come first, on the wire).
-_DEFAULT_POST_HEADER = {EventType.ROTATE: 8}
+_DEFAULT_POST_HEADER: dict[int, int] = {EventType.ROTATE: 8}
 
 TableFilter = Callable[[str, str], bool]
 SchemaHints = Callable[[str, str], Sequence[ColumnHint] | None]
@@ -75,7 +76,8 @@ class BinlogDecoder:
     - ``schema_hints(schema, table)``: column facts the binlog may lack (names, signedness, charsets,
       ENUM/SET values, MariaDB UUID/INET types), e.g. from the schema history.
     - ``skip_unknown_events``: an unknown event type becomes an UnknownEvent (counted in
-      ``skipped_unknown`` and logged) instead of an UnknownEventError.
+      ``skipped_unknown`` and logged) instead of an UnknownEventError. An unknown type whose header carries
+      LOG_EVENT_IGNORABLE_F is always skipped as an IgnorableEvent (counted in ``skipped_ignorable``).
     - ``max_event_size``: the largest event, and the largest a compressed event (TRANSACTION_PAYLOAD, MariaDB's
       compressed QUERY and rows events) may inflate to; beyond it EventTooLargeError, before the memory is taken.
     """
@@ -99,6 +101,7 @@ class BinlogDecoder:
         self.format: E.FormatDescriptionEvent | None = None
         self.tables: dict[int, TableDef] = {}
         self.skipped_unknown = 0
+        self.skipped_ignorable = 0
         self._tdef_cache: dict[bytes, TableDef] = {}
         self._handlers: dict[int, Callable[..., E.Event]] = self._build_handlers()
 
@@ -155,6 +158,12 @@ class BinlogDecoder:
                 raise TruncatedEventError(f"event of {n} bytes is shorter than its {hl}-byte header")
             handler = self._handlers.get(tc)
             if handler is None:
+                if flags & LOG_EVENT_IGNORABLE_F:
+                    # the writer marked it safe to skip for a reader that does not know its type, as MySQL's
+                    # replica does; it stays visible as an IgnorableEvent and is counted
+                    self.skipped_ignorable += 1
+                    log.debug("skipping ignorable binlog event type %d at %s:%s", tc, self.file, position)
+                    return E.IgnorableEvent(data=raw[hl:end], **common)
                 if self.skip_unknown_events:
                     self.skipped_unknown += 1
                     log.warning("skipping unknown binlog event type %d at %s:%s (%d skipped so far)",
@@ -256,8 +265,8 @@ class BinlogDecoder:
         for code in (T.LOAD, T.CREATE_FILE, T.APPEND_BLOCK, T.EXEC_LOAD, T.DELETE_FILE, T.NEW_LOAD,
                      T.BEGIN_LOAD_QUERY):
             h[code] = self._load
-        for code in ROWS_EVENTS:
-            h[code] = self._rows
+        for rows_code in ROWS_EVENTS:
+            h[rows_code] = self._rows
         return h
 
     def _query(self, raw: bytes, p: int, end: int, c: dict[str, Any]) -> E.Event:
@@ -273,10 +282,8 @@ class BinlogDecoder:
         q += status_len
         schema = raw[q:q + db_len].decode("utf8")
         q += db_len + 1
-        data = raw[q:end]
         compressed = tc == EventType.QUERY_COMPRESSED
-        if compressed:
-            data = inflate_mariadb(data, self.max_event_size)
+        data = inflate_mariadb(raw[q:end], self.max_event_size) if compressed else raw[q:end]
         # statements are logged in the client's charset; utf8 covers the overwhelming majority and
         # undecodable bytes are kept visible rather than dropped
         query = data.decode("utf8", "surrogateescape")
@@ -374,8 +381,11 @@ class BinlogDecoder:
         p += nb
         present_after = None
         if kind == "update":
-            present_after = raw[p:p + nb]
-            p += nb
+            if version == 0:  # MySQL 5.1's pre-GA update rows name their columns once, for both images
+                present_after = present
+            else:
+                present_after = raw[p:p + nb]
+                p += nb
         if p > end:
             raise ValueError("rows event header runs past the event")
         buf = raw

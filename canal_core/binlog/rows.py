@@ -16,7 +16,8 @@ from typing import Any
 
 from . import values as V
 from .constants import ColumnType as T
-from .jsonb import apply_json_diffs, json_to_text, parse_json_diffs
+from .jsonb import json_to_text
+from .jsondiff import apply_json_diffs, parse_json_diffs
 from .packed import read_packed
 from .tablemap import BLOB_TYPES, Column, TableDef
 
@@ -149,7 +150,7 @@ def _fixed(col: Column, g: _Gen) -> tuple[str, int, str] | None:
     return None
 
 
-class PartialJson(list):  # type: ignore[type-arg]
+class PartialJson(list[Any]):
     """JSON diffs of a PARTIAL_UPDATE_ROWS after image that could not be applied because the before
     image does not carry the column (binlog_row_image=MINIMAL): the consumer gets the diffs."""
 
@@ -369,7 +370,7 @@ def build_row_decoder(tdef: TableDef, kind: str, present: bytes, present_after: 
     src = "\n".join(body)
     exec(compile(src, f"<rows {tdef.schema}.{tdef.table}>", "exec"), g.ns)
     fn = g.ns["rows"]
-    fn.__source__ = src  # type: ignore[attr-defined]  # for debugging generated code
+    fn.__source__ = src  # for debugging generated code
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[key] = fn

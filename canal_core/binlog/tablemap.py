@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .constants import ColumnType as T
@@ -28,6 +29,12 @@ OM_PRIMARY_KEY_WITH_PREFIX = 9
 OM_ENUM_AND_SET_DEFAULT_CHARSET = 10
 OM_ENUM_AND_SET_COLUMN_CHARSET = 11
 OM_COLUMN_VISIBILITY = 12
+OM_VECTOR_DIMENSIONALITY = 13  # MySQL 9
+# fields holding one packed integer per column of a type: field type -> (column type, Column attribute)
+_PACKED_PER_COLUMN = {
+    OM_GEOMETRY_TYPE: (T.GEOMETRY, "geometry_type"),
+    OM_VECTOR_DIMENSIONALITY: (T.VECTOR, "dimensions"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,7 @@ class Column:
     enum_values: tuple[str, ...] | None = None
     set_values: tuple[str, ...] | None = None
     geometry_type: int | None = None
+    dimensions: int | None = None  # VECTOR(n): n, from MySQL 9's VECTOR_DIMENSIONALITY optional metadata
     visible: bool = True
     logical: str | None = None
     # type-specific, derived from meta
@@ -138,15 +146,14 @@ def _bits(data: bytes, n: int) -> list[bool]:
     return [bool(data[i >> 3] & (0x80 >> (i & 7))) for i in range(n)]
 
 
-def _str_list(data: bytes, p: int) -> tuple[tuple[str, ...], int]:
+def _str_list(data: bytes, p: int) -> tuple[tuple[bytes, ...], int]:
     count, p = read_packed(data, p)
     vals = []
     for _ in range(count):
         n, p = read_packed(data, p)
-        # decoded as UTF-8 here; ENUM/SET charsets other than utf8 are re-decoded below
-        vals.append(data[p:p + n])
+        vals.append(data[p:p + n])  # raw: decoded in the column's charset once the charsets are read
         p += n
-    return tuple(vals), p  # type: ignore[return-value]
+    return tuple(vals), p
 
 
 def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef:
@@ -230,13 +237,13 @@ def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef
             for c in cols:
                 if c.type == kind:
                     vals, q = _str_list(fdata, q)
-                    (set_raw if kind == T.SET else enum_raw)[c.index] = vals  # type: ignore[assignment]
-        elif ftype == OM_GEOMETRY_TYPE:
+                    (set_raw if kind == T.SET else enum_raw)[c.index] = vals
+        elif ftype in _PACKED_PER_COLUMN:
+            ctype, key = _PACKED_PER_COLUMN[ftype]
             q = 0
             for c in cols:
-                if c.type == T.GEOMETRY:
-                    gt, q = read_packed(fdata, q)
-                    extra[c.index]["geometry_type"] = gt
+                if c.type == ctype:
+                    extra[c.index][key], q = read_packed(fdata, q)
         elif ftype == OM_SIMPLE_PRIMARY_KEY:
             q, keys = 0, []
             while q < len(fdata):
@@ -270,7 +277,7 @@ def _signature(cols: list[Column]) -> tuple:
                  for c in cols)
 
 
-def apply_hints(tdef: TableDef, hints: list[ColumnHint] | tuple[ColumnHint, ...]) -> TableDef:
+def apply_hints(tdef: TableDef, hints: Sequence[ColumnHint]) -> TableDef:
     """Fill what the binlog did not say from a schema source. Binlog metadata, when present, wins;
     a hint list whose length differs from the table map is ignored (the schema history issue
     turns that into a loud mismatch error)."""

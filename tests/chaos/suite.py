@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import random
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.net import free_port
 
 from . import verify
 from .binlog_truth import Change, position_key, read_changes
@@ -50,12 +51,6 @@ class Options:
     converge_seconds: float = 600.0    # bound: the last fault -> every check holding
     kinds: tuple[Kind, ...] = KINDS
     command: str = ""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _fresh_root(root: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.dagster_services import free_port
+from tests.support.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(REPO_ROOT / "scripts" / "mariadb.sh")

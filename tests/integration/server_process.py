@@ -20,16 +20,11 @@ from typing import Any
 
 from canal_core.entry.proto import CanalProtocol_pb2 as cp
 from canal_core.server.auth import scramble, stored_hash
+from tests.support.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 USER = "canal"
 PASSWORD = "hostile-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_conf(root: Path, mysql_port: int, destinations: Mapping[str, str], *, canal_extra: str = "",

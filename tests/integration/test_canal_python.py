@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.net import free_port
+
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent / "canal-server"
@@ -98,12 +100,6 @@ with open(out, "w") as f:
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def table(admin_conn: Any) -> Iterator[str]:
     with admin_conn.cursor() as cur:
@@ -149,7 +145,7 @@ def test_canal_python_client(mariadb_settings: Any, admin_conn: Any, table: str,
         cur.execute(f"DELETE FROM canal_test.{TABLE} WHERE id = 5")
     want = _select(admin_conn)
 
-    port = _free_port()
+    port = free_port()
     conf = tmp_path / "conf"
     (conf / "pydest").mkdir(parents=True)
     (conf / "canal.properties").write_text(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,37 +14,24 @@ import pytest
 
 from canal_core.meta import ClientIdentity
 from canal_core.server.controller import CanalController
+from tests.support.conf import source, write_conf
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent / "canal-server"
 
 
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
-
-
 def _conf(tmp: Path, port: int, *, flush_ms: int = 100, metrics_port: int | None = None) -> Path:
-    conf = tmp / "conf"
-    (conf / "example").mkdir(parents=True)
     # canal-server run serves TCP and metrics: not on fixed ports other tests may hold
-    (conf / "canal.properties").write_text(
-        f"canal.port = {_free_port()}\ncanal.ip = 127.0.0.1\n"
-        f"canal.metrics.pull.port = {metrics_port or _free_port()}\n"
-        "canal.destinations = example\n"
-        "canal.auto.scan = true\n"
-        "canal.auto.scan.interval = 1\n"
-        f"canal.file.data.dir = {tmp / 'data'}\n"
-        f"canal.file.flush.period = {flush_ms}\n"
-    )
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{port}\n"
-        "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.srv_.*\n"
-    )
-    return conf
+    return write_conf(tmp, f"canal.port = {free_port()}\ncanal.ip = 127.0.0.1\n"
+                      f"canal.metrics.pull.port = {metrics_port or free_port()}\n"
+                      "canal.destinations = example\n"
+                      "canal.auto.scan = true\n"
+                      "canal.auto.scan.interval = 1\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\n"
+                      f"canal.file.flush.period = {flush_ms}\n",
+                      {"example": source(port, "canal_test\\\\.srv_.*")})
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -143,7 +129,7 @@ def test_the_server_process_exports_canal_metrics(mariadb_settings: Any, admin_c
     with admin_conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS canal_test.srv_m")
         cur.execute("CREATE TABLE canal_test.srv_m (id INT PRIMARY KEY, v VARCHAR(10))")
-    mport = _free_port()
+    mport = free_port()
     conf = _conf(tmp_path, mariadb_settings.port, metrics_port=mport)
     props = (conf / "canal.properties").read_text()
     tcp_port = int(props.split("canal.port = ")[1].split("\n")[0])

@@ -23,6 +23,8 @@ from typing import Any
 import pymysql
 import pytest
 
+from tests.support.net import free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "canal-binlog: error: "
 NOBINLOG = "nobinlog"
@@ -106,12 +108,6 @@ def rows_of(events: list[dict[str, Any]], table: str) -> list[tuple[str, list[An
     """(kind, rows) of every rows event of canal_test.<table>, in order."""
     return [(e["kind"], e["rows"]) for e in events
             if e["name"] in ROWS_NAMES and e["schema"] == "canal_test" and e["table"] == table]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # The rows this file writes, and how canal-binlog must print them (DECIMAL as text, JSON as its text).

@@ -17,7 +17,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -34,6 +33,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from pipelines.config import REPO_ROOT
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -86,13 +86,6 @@ LOCATION_QUERY = """{ workspaceOrError { __typename ... on Workspace { locationE
   locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
 ASSETS_QUERY = """{ assetNodes { assetKey { path } groupName isMaterializable dependencyKeys { path }
   dependedByKeys { path } } }"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _wait_until_serving(server: Webserver) -> None:
@@ -180,7 +173,7 @@ def webserver(tmp_path_factory: pytest.TempPathFactory, mariadb_settings: Any,
     webserver_bin = REPO_ROOT / ".venv" / "bin" / "dagster-webserver"
     assert webserver_bin.is_file(), f"{webserver_bin} is missing: run scripts/setup.sh"
 
-    port = _free_port()
+    port = free_port()
     log = root / "webserver.log"
     env = {**os.environ, "CANAL_PIPELINE_CONF": str(pipeline_yaml), "DAGSTER_HOME": str(home),
            "DAGSTER_DISABLE_TELEMETRY": "yes"}

@@ -16,6 +16,7 @@ from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
 from canal_core.meta import BatchNotExistError, BatchOrderError, ClientIdentity
 from canal_core.server.embedded import CanalServerWithEmbedded
+from tests.support.conf import source, write_conf
 
 pytestmark = pytest.mark.integration
 
@@ -23,22 +24,12 @@ ROWDATA = 2
 
 
 def _conf(tmp: Path, port: int) -> Path:
-    conf = tmp / "conf"
-    (conf / "example").mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = example\n"
-        f"canal.file.data.dir = {tmp / 'data'}\n"
-        "canal.file.flush.period = 100\n"
-        "canal.instance.memory.buffer.size = 1024\n"
-        "canal.instance.memory.batch.mode = ITEMSIZE\n"
-    )
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{port}\n"
-        "canal.instance.dbUsername = canal\n"
-        "canal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.inst_.*\n"
-    )
-    return conf
+    return write_conf(tmp, "canal.destinations = example\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\n"
+                      "canal.file.flush.period = 100\n"
+                      "canal.instance.memory.buffer.size = 1024\n"
+                      "canal.instance.memory.batch.mode = ITEMSIZE\n",
+                      {"example": source(port, "canal_test\\\\.inst_.*")})
 
 
 def _instance(conf: Path) -> CanalInstance:

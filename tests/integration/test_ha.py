@@ -53,6 +53,7 @@ from canal_core.meta.zookeeper import (
     server_running_path,
 )
 from canal_core.server.controller import CanalController
+from tests.support.net import CutProxy, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -61,12 +62,6 @@ DEST = "hadest"
 SESSION_MS = 2000  # the private ZooKeeper allows 1 s; Canal's 90 s default would not fit the 10 s budget
 CLIENT_ID = 1001
 Pos = tuple[str, int]  # (binlog file, offset)
-
-
-def free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.05) -> Any:
@@ -345,73 +340,6 @@ class Consumer:
         self.discovery.stop()
 
 
-class ZkProxy:
-    """A TCP proxy to ZooKeeper that can be cut: while cut, bytes in both directions are read and dropped (a
-    silent network: no FIN, no RST) and new connections are closed at once; ``heal`` drops the old pairs."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.cut_flag = threading.Event()
-        self.pairs: list[tuple[socket.socket, socket.socket]] = []
-        self.lock = threading.Lock()
-        self.closed = False
-        threading.Thread(target=self._accept, name="zk-proxy", daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if self.cut_flag.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self.lock:
-                self.pairs.append((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            src.settimeout(None)
-            while data := src.recv(65536):
-                if not self.cut_flag.is_set():
-                    dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        self.cut_flag.set()
-
-    def heal(self) -> None:
-        with self.lock:
-            pairs, self.pairs = self.pairs, []
-        for pair in pairs:  # bytes were lost on them: the client must reconnect
-            for s in pair:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        self.cut_flag.clear()
-
-    def close(self) -> None:
-        self.closed = True
-        self.listener.close()
-        self.heal()
-
-
 # ---- fixtures and shared steps ---------------------------------------------------------------------
 
 
@@ -564,7 +492,7 @@ def test_active_cut_from_zookeeper_stops_dumping_before_the_standby_starts(
         mariadb_settings: Any, zookeeper: str, zk_chroot: str, zk: KazooClient, ha_table: str,
         tmp_path: Path) -> None:
     host, port = zookeeper.split("/", 1)[0].split(",")[0].rsplit(":", 1)
-    proxy = ZkProxy((host, int(port)))
+    proxy = CutProxy((host, int(port)), hold_new=False)
     chroot = zk_chroot[len(zk_chroot.split("/", 1)[0]):]
     sa, sb = slave_ids()
     a = HaServer(tmp_path, "a", f"127.0.0.1:{proxy.port}{chroot}", mariadb_settings, ha_table, slave_id=sa)
@@ -608,7 +536,7 @@ def test_active_cut_from_zookeeper_stops_dumping_before_the_standby_starts(
               f"(running node seen at +{b_active - cut_at:.2f} s), b's dump first seen at +{b_first - cut_at:.2f} s")
 
         # healed: a reconnects with a new session and stays a standby; still one dumper
-        proxy.heal()
+        proxy.restore()
         wait_for(lambda: a.status().get("destinations", {}).get(DEST, {}).get("state") == "standby"
                  and a.ha().get("running") == b.address, 20, "a back as a standby")
         time.sleep(1.0)

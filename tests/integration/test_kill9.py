@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.conf import source, write_conf
+
 pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
@@ -23,17 +25,10 @@ N1, N2 = 120, 180  # rows before the kill, rows in all
 
 
 def _conf(tmp: Path, port: int) -> Path:
-    conf = tmp / "conf"
-    (conf / "example").mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = example\ncanal.auto.scan = false\n"
-        f"canal.file.data.dir = {tmp / 'data'}\ncanal.file.flush.period = 0\n"
-        "canal.instance.memory.buffer.size = 1024\ncanal.instance.memory.batch.mode = ITEMSIZE\n")
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{port}\n"
-        "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.k9_.*\n")
-    return conf
+    return write_conf(tmp, "canal.destinations = example\ncanal.auto.scan = false\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\ncanal.file.flush.period = 0\n"
+                      "canal.instance.memory.buffer.size = 1024\ncanal.instance.memory.batch.mode = ITEMSIZE\n",
+                      {"example": source(port, "canal_test\\\\.k9_.*")})
 
 
 def _start(conf: Path, log: Path, ack_delay: float = 0.0) -> subprocess.Popen[bytes]:

@@ -32,7 +32,8 @@ from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.scheduler.instigation import TickStatus
 
 from pipelines.processes import read_stat
-from tests.integration.dagster_services import REPO_ROOT, free_port, instance_home
+from tests.integration.dagster_services import REPO_ROOT, instance_home
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -21,6 +21,7 @@ from canal_core.instance.instance import CanalInstance
 from canal_core.meta import ClientIdentity
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.metrics import MetricsServer
+from tests.support.conf import source, write_conf
 
 pytestmark = pytest.mark.integration
 
@@ -57,22 +58,12 @@ FAMILIES = {
 
 
 def _conf(tmp: Path, port: int) -> Path:
-    conf = tmp / "conf"
-    (conf / "example").mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = example\n"
-        f"canal.file.data.dir = {tmp / 'data'}\n"
-        "canal.file.flush.period = 100\n"
-        "canal.instance.memory.buffer.size = 1024\n"  # not the defaults: the store labels must show these
-        "canal.instance.memory.batch.mode = ITEMSIZE\n"
-    )
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{port}\n"
-        "canal.instance.dbUsername = canal\n"
-        "canal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.metrics_t\n"
-    )
-    return conf
+    return write_conf(tmp, "canal.destinations = example\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\n"
+                      "canal.file.flush.period = 100\n"
+                      "canal.instance.memory.buffer.size = 1024\n"  # not the defaults: the store labels show these
+                      "canal.instance.memory.batch.mode = ITEMSIZE\n",
+                      {"example": source(port, "canal_test\\\\.metrics_t")})
 
 
 def _start(server: CanalServerWithEmbedded, conf: Path) -> CanalInstance:

@@ -21,19 +21,13 @@ from kazoo.client import KazooClient
 from canal_core.meta.zookeeper import cursor_path
 from pipelines.lake import Lake
 from pipelines.source import make_source
+from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
 from tests.integration.test_ha import running_address, wait_for
-from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
-    SCHEMA,
-    Workload,
-    _changelog_counts,
-    _converge,
-    _one_spark_session,
-    db,
-)
-from tests.integration.test_pipeline_remote import Server, _free_port
+from tests.integration.test_pipeline_remote import Server
+from tests.support.net import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
 DEST = "cluster"
 SESSION_MS = 4000  # Spark shares the 2 cores with the servers: a little slack before a session is suspended
@@ -43,10 +37,10 @@ def _server_conf(src: Path, root: Path, zk: str, slave_id: int) -> tuple[Path, i
     """A canal-server conf dir: the pipeline's Canal conf plus this server's port, replica id and HA keys."""
     conf = root / "conf"
     (conf / DEST).mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     (conf / "canal.properties").write_text(
         (src / "canal.properties").read_text()
-        + f"canal.ip = 127.0.0.1\ncanal.port = {port}\ncanal.metrics.pull.port = {_free_port()}\n"
+        + f"canal.ip = 127.0.0.1\ncanal.port = {port}\ncanal.metrics.pull.port = {free_port()}\n"
         f"canal.file.data.dir = {root / 'data'}\ncanal.auto.scan = false\n"
         f"canal.zkServers = {zk}\ncanal.zookeeper.session.timeout = {SESSION_MS}\n"
         "canal.zookeeper.flush.period = 200\n"
@@ -59,7 +53,7 @@ def _server_conf(src: Path, root: Path, zk: str, slave_id: int) -> tuple[Path, i
 
 
 @pytest.mark.timeout(1200)
-def test_pipeline_on_a_canal_cluster_converges_across_a_failover(mariadb_settings: Any, db: Any,  # noqa: F811
+def test_pipeline_on_a_canal_cluster_converges_across_a_failover(mariadb_settings: Any, db: Any,
                                                                  zk_chroot: str, tmp_path: Path, spark: Any) -> None:
     w = Workload(db, seed=11)
     for _ in range(10):
@@ -97,8 +91,8 @@ def test_pipeline_on_a_canal_cluster_converges_across_a_failover(mariadb_setting
         standby = next(a for a in servers if a != active)
         wait_for(lambda: running_address(zk, DEST) == standby, 20, "the standby active")
         print(f"\nfailover: {standby} active {time.monotonic() - killed_at:.1f} s after the SIGKILL of {active}")
-        _converge(driver, mariadb_settings, spark)
-        total, distinct = _changelog_counts(spark, Lake(cfg.lake_root))
+        converge(driver, mariadb_settings, spark)
+        total, distinct = changelog_counts(spark, Lake(cfg.lake_root))
         assert total == distinct == w.changes
         assert make_source(cfg).status() == f"connected to {standby}"
         cursor = json.loads(zk.get(cursor_path(DEST, cfg.canal.client_id))[0])

@@ -32,22 +32,15 @@ import pytest
 import pipelines.lake as L
 from pipelines.assets.keys import BACKFILL_JOB, WINDOW_JOB, reconcile_check_key
 from pipelines.reconcile import table_columns
-from pipelines.resources import SparkResource
 from pipelines.sensor_state import SensorState
 from pipelines.staging import load_window
 from tests.integration.pipeline_driver import Driver, make_config, mirror_multiset, source_multiset
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
 SCHEMA = "canal_keyless_it"
 TABLE = "visits"
 NAME = f"{SCHEMA}.{TABLE}"
-
-
-@pytest.fixture(autouse=True)
-def _one_spark_session(monkeypatch: pytest.MonkeyPatch) -> None:
-    # runs share the test's session instead of stopping it after every run (each daemon run is its own process)
-    monkeypatch.setattr(SparkResource, "teardown_after_execution", lambda self, context: None)
 
 
 @pytest.fixture

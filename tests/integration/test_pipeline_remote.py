@@ -17,18 +17,11 @@ import pytest
 
 from pipelines.config import PipelineConfig
 from pipelines.lake import Lake
+from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
-from tests.integration.test_canal_server import _free_port
-from tests.integration.test_pipeline_e2e import (  # noqa: F401 - fixtures
-    SCHEMA,
-    Workload,
-    _changelog_counts,
-    _converge,
-    _one_spark_session,
-    db,
-)
+from tests.support.net import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
 BIN = Path(sys.executable).parent / "canal-server"
 
@@ -62,17 +55,17 @@ class Server:
 
 def _remote_config(tmp_path: Path, settings: Any) -> tuple[PipelineConfig, int]:
     """The pipeline in remote mode, and the canal-server's keys added to the same Canal conf."""
-    port = _free_port()
+    port = free_port()
     cfg = make_config(tmp_path, settings, "remote", f"{SCHEMA}\\\\..*",
                       canal={"mode": "remote", "address": f"127.0.0.1:{port}"})
     props = cfg.canal.conf_dir / "canal.properties"
     props.write_text(props.read_text() + f"canal.ip = 127.0.0.1\ncanal.port = {port}\n"
-                     f"canal.metrics.pull.port = {_free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
+                     f"canal.metrics.pull.port = {free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
     return cfg, port
 
 
 @pytest.mark.timeout(1200)
-def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: Any, tmp_path: Path,  # noqa: F811
+def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: Any, tmp_path: Path,
                                                      spark: Any) -> None:
     w = Workload(db, seed=7)
     for _ in range(10):
@@ -92,8 +85,8 @@ def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: 
             if i == 20:  # the server goes away mid-stream: un-acked batches come again from its cursor
                 server.stop()
                 server.start(port)
-        _converge(driver, mariadb_settings, spark)
-        total, distinct = _changelog_counts(spark, Lake(cfg.lake_root))
+        converge(driver, mariadb_settings, spark)
+        total, distinct = changelog_counts(spark, Lake(cfg.lake_root))
         assert total == distinct == w.changes
         from pipelines.source import RemoteCanalSource, make_source
 

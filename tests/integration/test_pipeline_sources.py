@@ -14,8 +14,8 @@ import pytest
 
 from pipelines.source import CanalSource, EmbeddedCanalSource, RemoteCanalSource, make_source
 from tests.integration.pipeline_driver import make_config
-from tests.integration.test_canal_server import _free_port
 from tests.integration.test_pipeline_remote import Server
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -80,12 +80,12 @@ def test_embedded_source_reports_its_outstanding_batches(mariadb_settings: Any, 
 
 @pytest.mark.timeout(300)
 def test_remote_source_reports_its_outstanding_batches(mariadb_settings: Any, db: Any, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     cfg = make_config(tmp_path, mariadb_settings, "sources", f"{SCHEMA}\\\\..*",
                       canal={"mode": "remote", "address": f"127.0.0.1:{port}", "batch_entries": 2})
     props = cfg.canal.conf_dir / "canal.properties"
     props.write_text(props.read_text() + f"canal.ip = 127.0.0.1\ncanal.port = {port}\n"
-                     f"canal.metrics.pull.port = {_free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
+                     f"canal.metrics.pull.port = {free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
     server = Server(cfg.canal.conf_dir, tmp_path / "logs")
     server.start(port)
     source = make_source(cfg)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 from typing import Any
 
@@ -18,21 +17,16 @@ from pipelines.config import REPO_ROOT, load_config
 from pipelines.lake import Lake
 from pipelines.reconcile import table_columns
 from tests.integration.pipeline_driver import mirror_multiset, mirror_rows, source_multiset, source_rows
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.timeout(1800)
 def test_run_command_headless_converges(mariadb_settings: Any, spark: Any) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CANAL_PIPELINE_", "DAGSTER_HOME"))}
     proc = subprocess.run(["scripts/run.sh", "--headless", "--reset", "--seconds", "30", "--rate", "10",
-                           "--port", str(_free_port()), "--timeout", "1200"],
+                           "--port", str(free_port()), "--timeout", "1200"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1700)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

@@ -34,13 +34,13 @@ from tests.integration.dagster_services import (
     BIN,
     REPO_ROOT,
     Service,
-    free_port,
     grpc_serving,
     instance_home,
     kill,
     start,
     wait_for,
 )
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,6 @@ Sessions are 2 s here (the server allows 1 s); Canal's 90 s default is canal.zoo
 from __future__ import annotations
 
 import json
-import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +19,7 @@ from canal_core.meta import ClientIdentity, FencedError, ZooKeeperMetaManager
 from canal_core.meta import zookeeper as z
 from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
 from canal_core.server.running import ServerRegistration, ServerRunningMonitor
+from tests.support.net import CutProxy
 
 pytestmark = pytest.mark.integration
 
@@ -58,85 +57,6 @@ def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> fl
             pytest.fail(f"condition not met within {timeout} s")
         time.sleep(step)
     return time.monotonic()
-
-
-class CuttableProxy:
-    """A TCP proxy to ZooKeeper that can be cut: while cut, nothing is read or forwarded on any connection
-    (the peers see a silent network, no FIN, no RST) and new connections are held without an upstream."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self.cut_event = threading.Event()
-        self.closing = threading.Event()
-        self.socks: list[socket.socket] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closing.is_set():
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.socks.append(down)
-            if self.cut_event.is_set():
-                continue  # held: the client waits for a handshake that never comes
-            try:
-                up = socket.create_connection(self.target, timeout=3)
-            except OSError:
-                down.close()
-                continue
-            with self.lock:
-                self.socks.append(up)
-            for src, dst in ((down, up), (up, down)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while not self.closing.is_set():
-                if self.cut_event.is_set():
-                    time.sleep(0.02)
-                    continue
-                r, _, _ = select.select([src], [], [], 0.05)
-                if not r or self.cut_event.is_set():
-                    continue
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except (OSError, ValueError):
-            pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        self.cut_event.set()
-
-    def restore(self) -> None:
-        """Drop every connection (the old ones are broken anyway) and forward new ones again."""
-        with self.lock:
-            socks, self.socks = self.socks, []
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-        self.cut_event.clear()
-
-    def close(self) -> None:
-        self.closing.set()
-        self.listener.close()
-        self.restore()
 
 
 def _hostport(connect: str) -> tuple[str, int]:
@@ -272,7 +192,7 @@ def test_stop_releases_and_a_standby_takes_over_after_its_delay(clients: Callabl
 
 def test_split_brain_cut_active_stops_first_and_is_fenced(clients: Callable[..., KazooClient],
                                                          zk_chroot: str) -> None:
-    proxy = CuttableProxy(_hostport(zk_chroot))
+    proxy = CutProxy(_hostport(zk_chroot), hold_new=True)
     look = clients()
     ra, rb = Recorder(), Recorder()
     za = clients(proxy.port)  # A reaches ZooKeeper only through the proxy

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 from canal_core.client.connector import CanalClientError, SimpleConnector
 from canal_core.entry.proto import EntryProtocol_pb2 as ep
 from tests.integration.server_process import destination_running
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +28,6 @@ pytestmark = pytest.mark.integration
 CATASTROPHIC = "(?:[a-z_.0-9]+)+#"
 TABLE_A = "rx_abcdefghijklmnopqrstuvwxy"
 TABLE_Z = "rx_zyxwvutsrqponmlkjihgfedcb"
-
-
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
 
 
 @pytest.fixture
@@ -62,11 +56,11 @@ def _rows(c: SimpleConnector, want: int, timeout: float = 20) -> list[tuple[str,
 
 def test_catastrophic_filters_from_config_and_client(mariadb_settings: Any, admin_conn: Any, tables: None,
                                                      tmp_path: Path) -> None:
-    tcp_port = _free_port()
+    tcp_port = free_port()
     conf = tmp_path / "conf"
     (conf / "example").mkdir(parents=True)
     (conf / "canal.properties").write_text(
-        f"canal.port = {tcp_port}\ncanal.ip = 127.0.0.1\ncanal.metrics.pull.port = {_free_port()}\n"
+        f"canal.port = {tcp_port}\ncanal.ip = 127.0.0.1\ncanal.metrics.pull.port = {free_port()}\n"
         f"canal.destinations = example\ncanal.file.data.dir = {tmp_path / 'data'}\ncanal.file.flush.period = 100\n")
     # the wanted pattern is the longer one, tried first: only names it refuses reach the catastrophic one
     (conf / "example" / "instance.properties").write_text(

@@ -23,17 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from canal_core.client.connector import CanalClientError, SimpleConnector
 from canal_core.entry.proto import CanalProtocol_pb2 as cp
 from tests.integration.server_process import destination_running
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 
 # canal.passwd of the password "canal"
 PASSWD = "E3619321C1A937C46A0D8BD1DAC39F93B27D4458"
-
-
-def _free_port() -> int:
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        return int(sk.getsockname()[1])
 
 
 def _scrape(port: int) -> str:
@@ -88,7 +83,7 @@ def _failed_logins(port: int, destinations: list[str]) -> None:
 
 
 def test_failed_logins_and_unknown_destinations_add_no_series(mariadb_settings: Any, tmp_path: Path) -> None:
-    tcp_port, metrics_port = _free_port(), _free_port()
+    tcp_port, metrics_port = free_port(), free_port()
     conf = tmp_path / "conf"
     (conf / "example").mkdir(parents=True)
     (conf / "canal.properties").write_text(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from pipelines import lake as L
 from pipelines.reconcile import arrow_fingerprint, dataframe_fingerprint
 from pipelines.types import arrow_type
 from pipelines.window import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnSpec
+from tests.support.net import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -34,13 +34,6 @@ TXN_APP = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _script(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SCRIPT, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -49,7 +42,7 @@ def _script(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     """A Connect server of this module's own (state directory and port), so a developer's server is untouched."""
     env = {**os.environ, "CANAL_SPARK_CONNECT_DIR": str(tmp_path_factory.mktemp("spark-connect")),
-           "CANAL_SPARK_CONNECT_PORT": str(_free_port())}
+           "CANAL_SPARK_CONNECT_PORT": str(free_port())}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     r = _script(env, "start")
     if r.returncode != 0:

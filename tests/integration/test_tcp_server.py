@@ -1,23 +1,15 @@
 """Canal's TCP server over real destinations on the private MariaDB, through our connectors and through a
 raw socket speaking the wire protocol by hand: password auth, GET timeout rules, CLIENTACK without a
 reply and ack errors read at the next request, 401/402/400 errors, rollback, two destinations and
-concurrent clients, idle timeouts, cluster failover, and the controller serving canal.ip:canal.port.
+concurrent clients (idle timeouts, failover and the controller: test_tcp_server_failover.py).
 
 Rows are checked against what MariaDB itself returns (SELECT ... CAST(col AS CHAR)), after applying the
 received row changes in order."""
 
 from __future__ import annotations
 
-import select
-import socket
-import struct
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,265 +17,26 @@ import pytest
 from canal_core.client import (
     CanalAuthError,
     CanalClientError,
-    CanalConnectionError,
-    ClusterConnector,
     SimpleConnector,
     TimeUnit,
 )
 from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
-from canal_core.instance.config import ConfigError
-from canal_core.server.auth import scramble, stored_hash
-from canal_core.server.controller import CanalController
-from canal_core.server.embedded import CanalServerWithEmbedded
-from canal_core.server.tcp import CanalTcpServer
+from tests.integration.tcp_served import (
+    PASSWORD,
+    TABLE_A,
+    TABLE_B,
+    USER,
+    Raw,
+    Served,
+    ack_all,
+    apply_entries,
+    drain,
+    entries_of,
+    select_rows,
+    write_rows,
+)
 
 pytestmark = pytest.mark.integration
-
-USER = "canal"
-PASSWORD = "tcp-secret"
-TABLE_A = "tcpsrv_a"
-TABLE_B = "tcpsrv_b"
-COLUMNS = ("id", "name", "amount", "created", "note")
-
-
-# ---- MariaDB side ----------------------------------------------------------------------------------
-
-
-def _master_status(admin_conn: Any) -> tuple[str, int]:
-    with admin_conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-    return row[0], int(row[1])
-
-
-@pytest.fixture
-def tables(admin_conn: Any) -> Iterator[tuple[str, str]]:
-    with admin_conn.cursor() as cur:
-        for t in (TABLE_A, TABLE_B):
-            cur.execute(f"DROP TABLE IF EXISTS canal_test.{t}")
-            cur.execute(f"CREATE TABLE canal_test.{t} (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2),"
-                        " created DATETIME, note VARCHAR(20) NULL) DEFAULT CHARSET=utf8mb4")
-    yield TABLE_A, TABLE_B
-    with admin_conn.cursor() as cur:
-        for t in (TABLE_A, TABLE_B):
-            cur.execute(f"DROP TABLE IF EXISTS canal_test.{t}")
-
-
-def _write(admin_conn: Any, table: str, first: int, n: int) -> None:
-    """n single-row transactions, then an UPDATE and a DELETE (changes Canal must carry in order)."""
-    with admin_conn.cursor() as cur:
-        for i in range(first, first + n):
-            created = f"2024-0{1 + i % 9}-1{i % 10} 10:2{i % 10}:0{i % 10}"
-            cur.execute(f"INSERT INTO canal_test.{table} VALUES (%s, %s, %s, %s, %s)",
-                        (i, f"név-{i} ✓", f"{i * 3}.{i % 100:02d}", created, None if i % 2 else f"n{i}"))
-        cur.execute(f"UPDATE canal_test.{table} SET amount = amount + 1, note = 'upd' WHERE id = %s", (first,))
-        if n > 1:
-            cur.execute(f"DELETE FROM canal_test.{table} WHERE id = %s", (first + 1,))
-
-
-def _select(admin_conn: Any, table: str) -> dict[str, dict[str, str | None]]:
-    """The text Canal gives every row, keyed by id: MariaDB's own (CAST AS CHAR), but for the DECIMAL(10,2)
-    amount, whose two fraction digits Canal leaves out when both are zero (300.00 is "300.0";
-    docs/type-mapping.md)."""
-    cols = ", ".join(f"CAST({c} AS CHAR)" for c in COLUMNS)
-    with admin_conn.cursor() as cur:
-        cur.execute(f"SELECT {cols} FROM canal_test.{table}")
-        rows = {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in cur.fetchall()}
-    for row in rows.values():
-        if row["amount"] is not None and row["amount"].endswith(".00"):
-            row["amount"] = row["amount"][:-1]
-    return rows
-
-
-def _apply(entries: list[ep.Entry], table: str, state: dict[str, dict[str, str | None]]) -> int:
-    """Apply the row changes of ``table`` to ``state`` (id -> columns); returns how many rows changed."""
-    n = 0
-    for e in entries:
-        if e.entryType != ep.ROWDATA or e.header.tableName != table:
-            continue
-        assert e.header.schemaName == "canal_test"
-        rc = ep.RowChange.FromString(e.storeValue)
-        for rd in rc.rowDatas:
-            n += 1
-            if rc.eventType == ep.DELETE:
-                key = next(c.value for c in rd.beforeColumns if c.name == "id")
-                del state[key]
-            else:
-                row = {c.name: None if c.isNull else c.value for c in rd.afterColumns}
-                state[row["id"]] = row  # type: ignore[index]
-    return n
-
-
-def _drain(conn: SimpleConnector | ClusterConnector, table: str, want: dict[str, Any],
-           state: dict[str, dict[str, str | None]] | None = None, timeout: float = 30) -> dict[str, Any]:
-    """get_without_ack + ack until the applied state equals ``want`` (or the time is up)."""
-    state = {} if state is None else state
-    deadline = time.monotonic() + timeout
-    while state != want and time.monotonic() < deadline:
-        msg = conn.get_without_ack(50, 300, TimeUnit.MILLISECONDS)
-        _apply(msg.entries, table, state)
-        conn.ack(msg.batch_id)
-    return state
-
-
-# ---- the server under test -------------------------------------------------------------------------
-
-
-def _conf(tmp: Path, mysql_port: int, start: tuple[str, int], *, canal_extra: str = "") -> Path:
-    conf = tmp / "conf"
-    conf.mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = d1,d2\n"
-        "canal.auto.scan = false\n"
-        f"canal.file.data.dir = {tmp / 'data'}\n"
-        "canal.file.flush.period = 100\n"
-        "canal.instance.memory.buffer.size = 1024\n"
-        "canal.instance.memory.batch.mode = ITEMSIZE\n" + canal_extra
-    )
-    for dest, table in (("d1", TABLE_A), ("d2", TABLE_B)):
-        (conf / dest).mkdir()
-        (conf / dest / "instance.properties").write_text(
-            f"canal.instance.master.address = 127.0.0.1:{mysql_port}\n"
-            f"canal.instance.master.journal.name = {start[0]}\n"
-            f"canal.instance.master.position = {start[1]}\n"
-            "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-            f"canal.instance.filter.regex = canal_test\\\\.{table}\n"
-        )
-    return conf
-
-
-@dataclass
-class Recorder:
-    """ClientHooks that keep every call."""
-
-    calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def _add(self, name: str, *args: Any) -> None:
-        with self.lock:
-            self.calls.append((name, args))
-
-    def packet_received(self, destination: str | None, packet_type: str) -> None:
-        self._add("packet_received", destination, packet_type)
-
-    def bytes_sent(self, destination: str | None, nbytes: int) -> None:
-        self._add("bytes_sent", destination, nbytes)
-
-    def empty_batch(self, destination: str) -> None:
-        self._add("empty_batch", destination)
-
-    def request_error(self, destination: str | None, error_code: int) -> None:
-        self._add("request_error", destination, error_code)
-
-    def request_latency(self, destination: str | None, packet_type: str, seconds: float) -> None:
-        self._add("request_latency", destination, packet_type, seconds)
-
-    def of(self, name: str) -> list[tuple[Any, ...]]:
-        with self.lock:
-            return [a for n, a in self.calls if n == name]
-
-
-@dataclass
-class Served:
-    ctl: CanalController
-    tcp: CanalTcpServer
-    hooks: Recorder
-
-    @property
-    def addr(self) -> tuple[str, int]:
-        return self.tcp.address
-
-    def connector(self, dest: str = "d1", password: str = PASSWORD, **kw: Any) -> SimpleConnector:
-        return SimpleConnector(self.addr, dest, USER, password, **kw)
-
-
-@pytest.fixture
-def served(mariadb_settings: Any, admin_conn: Any, tables: Any, tmp_path: Path) -> Iterator[Served]:
-    conf = _conf(tmp_path, mariadb_settings.port, _master_status(admin_conn))
-    ctl = CanalController(conf)
-    ctl.start()
-    hooks = Recorder()
-    tcp = CanalTcpServer(ctl.server, host="127.0.0.1", port=0, user=USER, passwd=stored_hash(PASSWORD),
-                         hooks=hooks, auth_timeout=1.5)
-    tcp.start()
-    try:
-        yield Served(ctl, tcp, hooks)
-    finally:
-        tcp.stop(timeout=0)
-        ctl.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# ---- a raw protocol client, written from the wire format (not our connector) ---------------------
-
-
-class Raw:
-    def __init__(self, addr: tuple[str, int]) -> None:
-        self.sock = socket.create_connection(addr, timeout=10)
-        hs = self.read()
-        assert hs.type == cp.HANDSHAKE and hs.version == 1
-        self.seed = cp.Handshake.FromString(hs.body).seeds
-        assert len(self.seed) == 8
-
-    def send(self, ptype: int, msg: Any = None, *, raw_body: bytes | None = None) -> None:
-        body = raw_body if raw_body is not None else (msg.SerializeToString() if msg is not None else b"")
-        data = cp.Packet(type=ptype, body=body).SerializeToString()
-        self.sock.sendall(struct.pack(">i", len(data)) + data)
-
-    def _exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise EOFError("server closed the connection")
-            buf += chunk
-        return buf
-
-    def read_bytes(self, timeout: float = 10) -> bytes:
-        self.sock.settimeout(timeout)
-        (n,) = struct.unpack(">i", self._exact(4))
-        return self._exact(n)
-
-    def read(self, timeout: float = 10) -> cp.Packet:
-        return cp.Packet.FromString(self.read_bytes(timeout))
-
-    def ack(self, timeout: float = 10) -> cp.Ack:
-        p = self.read(timeout)
-        assert p.type == cp.ACK, p
-        return cp.Ack.FromString(p.body)
-
-    def messages(self, timeout: float = 10) -> cp.Messages:
-        p = self.read(timeout)
-        assert p.type == cp.MESSAGES, cp.Ack.FromString(p.body) if p.type == cp.ACK else p
-        return cp.Messages.FromString(p.body)
-
-    def nothing_pending(self, wait: float = 0.5) -> bool:
-        readable, _, _ = select.select([self.sock], [], [], wait)
-        return not readable
-
-    def auth(self, password: str = PASSWORD, **kw: Any) -> cp.Ack:
-        token = scramble(password, self.seed).encode() if password else b""
-        self.send(cp.CLIENTAUTHENTICATION, cp.ClientAuth(username=USER, password=token, **kw))
-        return self.ack()
-
-    def get(self, dest: str = "d1", client: str = "1001", fetch: int = 100, **kw: Any) -> None:
-        self.send(cp.GET, cp.Get(destination=dest, client_id=client, fetch_size=fetch, **kw))
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _entries(msgs: cp.Messages) -> list[ep.Entry]:
-    return [ep.Entry.FromString(b) for b in msgs.messages]
-
-
-# ---- tests -----------------------------------------------------------------------------------------
 
 
 def test_password_auth(served: Served, admin_conn: Any) -> None:
@@ -291,9 +44,9 @@ def test_password_auth(served: Served, admin_conn: Any) -> None:
     with served.connector() as conn:
         assert conn.check_valid()
         conn.subscribe()
-        _write(admin_conn, TABLE_A, 1, 4)
-        want = _select(admin_conn, TABLE_A)
-        assert _drain(conn, TABLE_A, want) == want and len(want) == 3
+        write_rows(admin_conn, TABLE_A, 1, 4)
+        want = select_rows(admin_conn, TABLE_A)
+        assert drain(conn, TABLE_A, want) == want and len(want) == 3
 
     for user, password in ((USER, "wrong"), (USER, ""), ("bob", PASSWORD)):
         with pytest.raises(CanalAuthError) as err:
@@ -331,13 +84,6 @@ def test_password_auth(served: Served, admin_conn: Any) -> None:
     assert "guess-1" not in {d for d, _ in served.hooks.of("packet_received")}
 
 
-def _ack_all(conn: SimpleConnector) -> None:
-    """Take and ack whatever is stored (e.g. the empty transactions Canal lets through every 5 s for
-    other tables' writes), so that the next blocking get waits for new entries only."""
-    while not (msg := conn.get_without_ack(1000)).empty:
-        conn.ack(msg.batch_id)
-
-
 def test_get_timeout_rules(served: Served, admin_conn: Any) -> None:
     conn = served.connector()
     conn.connect()
@@ -359,19 +105,19 @@ def test_get_timeout_rules(served: Served, admin_conn: Any) -> None:
 
         # blocking get (timeout 0): returns when the rows are there, not before. 6 entries = our first two
         # transactions; other tables' empty transactions (2 entries, at most one per 5 s) cannot fill it
-        _ack_all(conn)
-        timer = threading.Timer(1.0, _write, (admin_conn, TABLE_A, 1, 4))
+        ack_all(conn)
+        timer = threading.Timer(1.0, write_rows, (admin_conn, TABLE_A, 1, 4))
         t0 = time.monotonic()
         timer.start()
         msg = conn.get_without_ack(6, 0)
         waited = time.monotonic() - t0
         timer.join()
         assert waited >= 0.9 and len(msg.raw_entries) >= 6
-        assert _apply(msg.entries, TABLE_A, state) >= 1
+        assert apply_entries(msg.entries, TABLE_A, state) >= 1
         conn.ack(msg.batch_id)
-        want = _select(admin_conn, TABLE_A)
-        assert _drain(conn, TABLE_A, want, state) == want and len(want) == 3
-        _ack_all(conn)
+        want = select_rows(admin_conn, TABLE_A)
+        assert drain(conn, TABLE_A, want, state) == want and len(want) == 3
+        ack_all(conn)
     finally:
         conn.disconnect()
 
@@ -381,12 +127,12 @@ def test_get_timeout_rules(served: Served, admin_conn: Any) -> None:
         assert raw.auth(destination="d1", client_id="1001").error_code == 0
         raw.get(fetch=6)
         assert raw.nothing_pending(1.0)
-        _write(admin_conn, TABLE_A, 10, 2)
+        write_rows(admin_conn, TABLE_A, 10, 2)
         msgs = raw.messages(timeout=20)
         assert len(msgs.messages) >= 6
-        want = _select(admin_conn, TABLE_A)
+        want = select_rows(admin_conn, TABLE_A)
         while True:
-            _apply(_entries(msgs), TABLE_A, state)
+            apply_entries(entries_of(msgs), TABLE_A, state)
             raw.send(cp.CLIENTACK, cp.ClientAck(destination="d1", client_id="1001", batch_id=msgs.batch_id))
             if state == want:
                 break
@@ -402,8 +148,8 @@ def test_ack_without_reply_and_errors(served: Served, admin_conn: Any) -> None:
     try:
         # destination + client id in ClientAuth: subscribed at auth, no SUBSCRIPTION needed
         assert raw.auth(destination="d1", client_id="1001").error_code == 0
-        _write(admin_conn, TABLE_A, 1, 6)
-        want = _select(admin_conn, TABLE_A)
+        write_rows(admin_conn, TABLE_A, 1, 6)
+        want = select_rows(admin_conn, TABLE_A)
         state: dict[str, Any] = {}
 
         def get_batch() -> cp.Messages:
@@ -433,18 +179,18 @@ def test_ack_without_reply_and_errors(served: Served, admin_conn: Any) -> None:
         for m in (a, b, c, d):
             if m.batch_id != -1:
                 raw.send(cp.CLIENTACK, cp.ClientAck(destination="d1", client_id="1001", batch_id=m.batch_id))
-            _apply(_entries(m), TABLE_A, state)
+            apply_entries(entries_of(m), TABLE_A, state)
         assert raw.nothing_pending(0.5)
         raw.get(fetch=100, timeout=-1)
         e = raw.messages()
-        _apply(_entries(e), TABLE_A, state)
+        apply_entries(entries_of(e), TABLE_A, state)
         if e.batch_id != -1:
             raw.send(cp.CLIENTACK, cp.ClientAck(destination="d1", client_id="1001", batch_id=e.batch_id))
         assert raw.nothing_pending(0.5)
         while state != want:  # whatever the parser had not yet stored
             raw.get(fetch=100, timeout=500, unit=2)
             m = raw.messages()
-            _apply(_entries(m), TABLE_A, state)
+            apply_entries(entries_of(m), TABLE_A, state)
             raw.send(cp.CLIENTACK, cp.ClientAck(destination="d1", client_id="1001", batch_id=m.batch_id))
         assert state == want
 
@@ -503,7 +249,7 @@ def test_connector_reads_ack_error_at_next_request(served: Served, admin_conn: A
     conn.connect()
     try:
         conn.subscribe()
-        _write(admin_conn, TABLE_A, 1, 6)
+        write_rows(admin_conn, TABLE_A, 1, 6)
         a = conn.get_without_ack(3, 3, TimeUnit.SECONDS)
         b = conn.get_without_ack(3, 3, TimeUnit.SECONDS)
         assert a.batch_id > 0 and b.batch_id > a.batch_id
@@ -517,8 +263,8 @@ def test_connector_reads_ack_error_at_next_request(served: Served, admin_conn: A
         a2 = conn.get_without_ack(3, 3, TimeUnit.SECONDS)
         assert a2.raw_entries == a.raw_entries and a2.batch_id > b.batch_id
         conn.rollback()
-        want = _select(admin_conn, TABLE_A)
-        assert _drain(conn, TABLE_A, want) == want
+        want = select_rows(admin_conn, TABLE_A)
+        assert drain(conn, TABLE_A, want) == want
     finally:
         conn.disconnect()
 
@@ -528,7 +274,7 @@ def test_rollback_regets_the_same_entries(served: Served, admin_conn: Any) -> No
     conn.connect()
     try:
         conn.subscribe()
-        _write(admin_conn, TABLE_A, 10, 8)
+        write_rows(admin_conn, TABLE_A, 10, 8)
         a = conn.get_without_ack(4, 3, TimeUnit.SECONDS)
         b = conn.get_without_ack(4, 3, TimeUnit.SECONDS)
         assert not a.empty and not b.empty
@@ -542,12 +288,12 @@ def test_rollback_regets_the_same_entries(served: Served, admin_conn: Any) -> No
         assert a3.raw_entries == a.raw_entries
         conn.ack(a3.batch_id)
         state: dict[str, Any] = {}
-        _apply(a3.entries, TABLE_A, state)
+        apply_entries(a3.entries, TABLE_A, state)
         b3 = conn.get_without_ack(4, 3, TimeUnit.SECONDS)
         assert b3.raw_entries == b.raw_entries  # after an ack, what follows it
         conn.rollback()
-        want = _select(admin_conn, TABLE_A)
-        assert _drain(conn, TABLE_A, want, state) == want and len(want) == 7
+        want = select_rows(admin_conn, TABLE_A)
+        assert drain(conn, TABLE_A, want, state) == want and len(want) == 7
     finally:
         conn.disconnect()
 
@@ -558,7 +304,7 @@ def test_another_client_connecting_does_not_rewind(served: Served, admin_conn: A
     clients that are (Canal ignores it)."""
     with served.connector() as conn:
         conn.subscribe()
-        _write(admin_conn, TABLE_A, 1, 6)
+        write_rows(admin_conn, TABLE_A, 1, 6)
         a = conn.get_without_ack(3, 3, TimeUnit.SECONDS)
         assert not a.empty
         with served.connector(client_id="1500"):  # connect = rollback of 1500, never subscribed
@@ -576,9 +322,9 @@ def test_another_client_connecting_does_not_rewind(served: Served, admin_conn: A
         conn.ack(a.batch_id)
         conn.ack(b.batch_id)
         state: dict[str, Any] = {}
-        _apply(a.entries + b.entries, TABLE_A, state)
-        want = _select(admin_conn, TABLE_A)
-        assert _drain(conn, TABLE_A, want, state) == want
+        apply_entries(a.entries + b.entries, TABLE_A, state)
+        want = select_rows(admin_conn, TABLE_A)
+        assert drain(conn, TABLE_A, want, state) == want
 
 
 def test_two_destinations_and_concurrent_clients(served: Served, admin_conn: Any) -> None:
@@ -594,10 +340,10 @@ def test_two_destinations_and_concurrent_clients(served: Served, admin_conn: Any
             first = c.get_without_ack(12, 0)
             results["d2_returned_at"] = time.monotonic()
             state: dict[str, Any] = {}
-            _apply(first.entries, TABLE_B, state)
+            apply_entries(first.entries, TABLE_B, state)
             c.ack(first.batch_id)
             want_b_ready.wait(30)
-            results["d2"] = _drain(c, TABLE_B, want_b, state)
+            results["d2"] = drain(c, TABLE_B, want_b, state)
 
     def churn(i: int) -> None:  # more clients at the same time: connect, get refused (not subscribed), go
         for _ in range(5):
@@ -615,16 +361,16 @@ def test_two_destinations_and_concurrent_clients(served: Served, admin_conn: Any
     try:
         own_conn.connect()
         own_conn.subscribe()
-        _write(admin_conn, TABLE_A, 1, 5)
-        want_a = _select(admin_conn, TABLE_A)
-        assert _drain(own_conn, TABLE_A, want_a) == want_a and len(want_a) == 4
+        write_rows(admin_conn, TABLE_A, 1, 5)
+        want_a = select_rows(admin_conn, TABLE_A)
+        assert drain(own_conn, TABLE_A, want_a) == want_a and len(want_a) == 4
         for t in churners:
             t.join(30)
         assert all(results.get(f"churn{i}") for i in range(4))
         assert t2.is_alive() and "d2_returned_at" not in results  # still blocked, yet nobody else was
         written_at = time.monotonic()
-        _write(admin_conn, TABLE_B, 100, 4)
-        want_b.update(_select(admin_conn, TABLE_B))
+        write_rows(admin_conn, TABLE_B, 100, 4)
+        want_b.update(select_rows(admin_conn, TABLE_B))
         want_b_ready.set()
         t2.join(30)
         assert results["d2_returned_at"] >= written_at
@@ -633,144 +379,3 @@ def test_two_destinations_and_concurrent_clients(served: Served, admin_conn: Any
         want_b_ready.set()
         own_conn.disconnect()
         t2.join(1)
-
-
-def test_idle_timeout_closes(served: Served) -> None:
-    quick = served.connector(idle_timeout=1.0)  # sent as net_read_timeout = 1000 ms
-    slow = served.connector()
-    quick.connect()
-    slow.connect()
-    try:
-        assert quick.check_valid() and slow.check_valid()
-        time.sleep(2.5)
-        assert not quick.check_valid()
-        assert slow.check_valid()
-        with pytest.raises(CanalConnectionError):
-            quick.get_without_ack(1)
-    finally:
-        quick.disconnect()
-        slow.disconnect()
-    # a connection that never authenticates is dropped after the server's auth timeout (1.5 s here)
-    raw = Raw(served.addr)
-    try:
-        t0 = time.monotonic()
-        with pytest.raises(EOFError):
-            raw.read(timeout=10)
-        assert 1.0 <= time.monotonic() - t0 < 8
-    finally:
-        raw.close()
-
-
-def test_cluster_connector_fails_over(served: Served, admin_conn: Any) -> None:
-    second = CanalTcpServer(served.ctl.server, host="127.0.0.1", port=0, user=USER, passwd=stored_hash(PASSWORD))
-    second.start()
-    dead = ("127.0.0.1", _free_port())
-    try:
-        cluster = ClusterConnector([dead, served.addr, second.address], "d1", USER, PASSWORD, backoff=0.05)
-        cluster.connect()
-        assert cluster.address == served.addr  # the dead address was skipped
-        cluster.subscribe()
-        _write(admin_conn, TABLE_A, 1, 6)
-        first = cluster.get_without_ack(3, 3, TimeUnit.SECONDS)
-        assert not first.empty
-        served.tcp.stop(timeout=2)  # the server goes away with a batch outstanding
-        again = cluster.get_without_ack(3, 3, TimeUnit.SECONDS)
-        assert cluster.address == second.address
-        assert again.raw_entries == first.raw_entries  # rolled back on reconnect: nothing lost
-        state: dict[str, Any] = {}
-        _apply(again.entries, TABLE_A, state)
-        cluster.ack(again.batch_id)
-        want = _select(admin_conn, TABLE_A)
-        assert _drain(cluster, TABLE_A, want, state) == want
-        cluster.disconnect()
-
-        # an address source is asked afresh on every round
-        asked: list[int] = []
-
-        def source() -> list[tuple[str, int]]:
-            asked.append(1)
-            return [dead] if len(asked) < 2 else [second.address]
-
-        sourced = ClusterConnector(source, "d1", USER, PASSWORD, backoff=0.05)
-        sourced.connect()
-        assert sourced.address == second.address and len(asked) == 2
-        assert sourced.check_valid()
-        sourced.disconnect()
-
-        # a server that does not run the destination (e.g. an HA standby): the next one is used
-        standby = CanalTcpServer(CanalServerWithEmbedded(), host="127.0.0.1", port=0)
-        standby.start()
-        try:
-            moving = ClusterConnector([standby.address, second.address], "d1", USER, PASSWORD, backoff=0.05)
-            moving.connect()
-            assert moving.address == standby.address
-            moving.subscribe()  # "destination:d1 should start first" there
-            assert moving.address == second.address
-            assert moving.get_without_ack(10).batch_id != 0
-            moving.disconnect()
-        finally:
-            standby.stop(timeout=2)
-
-        nowhere = ClusterConnector([dead], "d1", USER, PASSWORD, retries=2, backoff=0.05)
-        with pytest.raises(CanalConnectionError, match="after 2 rounds"):
-            nowhere.connect()
-        with pytest.raises(CanalAuthError):
-            ClusterConnector([second.address], "d1", USER, "nope", backoff=0.05).connect()
-    finally:
-        second.stop(timeout=2)
-
-
-def _controller_conf(tmp: Path, mysql_port: int, start: tuple[str, int], port: int, passwd: str) -> Path:
-    return _conf(tmp, mysql_port, start, canal_extra=(
-        f"canal.ip = 127.0.0.1\ncanal.port = {port}\ncanal.user = {USER}\ncanal.passwd = {passwd}\n"))
-
-
-def test_controller_serves_canal_port(mariadb_settings: Any, admin_conn: Any, tables: Any, tmp_path: Path) -> None:
-    start = _master_status(admin_conn)
-    port = _free_port()
-    conf = _controller_conf(tmp_path / "ok", mariadb_settings.port, start, port, stored_hash(PASSWORD))
-    ctl = CanalController(conf, tcp=True)
-    ctl.start()
-    try:
-        assert ctl.tcp_address == ("127.0.0.1", port)
-        with SimpleConnector(("127.0.0.1", port), "d2", USER, PASSWORD) as conn:
-            conn.subscribe()
-            _write(admin_conn, TABLE_B, 1, 3)
-            want = _select(admin_conn, TABLE_B)
-            assert _drain(conn, TABLE_B, want) == want
-
-        # a second server on the same canal.port: the start fails before any destination starts
-        busy = CanalController(_controller_conf(tmp_path / "busy", mariadb_settings.port, start, port,
-                                                stored_hash(PASSWORD)), tcp=True)
-        with pytest.raises(OSError):
-            busy.start()
-        assert list(busy.server.destinations()) == []
-        busy.stop()
-    finally:
-        ctl.stop()
-    with pytest.raises(CanalConnectionError):
-        SimpleConnector(("127.0.0.1", port), "d2", USER, PASSWORD, connect_timeout=2).connect()
-
-    # canal.user without canal.passwd: a startup error naming canal.properties
-    bad = _controller_conf(tmp_path / "bad", mariadb_settings.port, start, _free_port(), "")
-    with pytest.raises(ConfigError, match=r"canal\.properties.*canal\.user = canal needs canal\.passwd"):
-        CanalController(bad, tcp=True)
-
-
-
-def test_cli_start_fails_on_a_busy_port(mariadb_settings: Any, admin_conn: Any, tables: Any,
-                                        tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        conf = _controller_conf(tmp_path, mariadb_settings.port, _master_status(admin_conn), port,
-                                stored_hash(PASSWORD))
-        run = tmp_path / "logs"
-        cli = Path(sys.executable).parent / "canal-server"
-        started = subprocess.run([str(cli), "start", "--conf", str(conf), "--run-dir", str(run)],
-                                 capture_output=True, text=True, timeout=60)
-    assert started.returncode == 1 and "exited during start (code 1)" in started.stderr
-    out = (run / "canal.out").read_text()
-    assert f"cannot listen on 127.0.0.1:{port} (canal.ip / canal.port)" in out and "in use" in out
-    assert not (run / "canal.pid").exists()

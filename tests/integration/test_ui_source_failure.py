@@ -31,9 +31,10 @@ from playwright.sync_api import Page, sync_playwright
 
 from pipelines import deployment
 from pipelines.supervisor import Supervisor
-from tests.integration.dagster_services import REPO_ROOT, free_port, instance_home
+from tests.integration.dagster_services import REPO_ROOT, instance_home
 from tests.integration.extra_mariadb import extra_instance, script
 from tests.integration.test_dagster_ui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
 

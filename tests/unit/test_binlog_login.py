@@ -3,7 +3,6 @@ list; one given on the command line still works but is warned about."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from canal_core.binlog.cli import main
 from canal_core.binlog.optionfile import OptionFileError, read_option_file
 from canal_core.binlog.server_login import ASK, LoginError, resolve_login
+from tests.support.net import free_port
 
 GROUPS = ("client", "canal-binlog")
 
@@ -115,14 +115,8 @@ def test_option_file_host_is_not_a_server_for_local_files(tmp_path: Path) -> Non
     assert login(defaults_file=path, use_file_host=False).host is None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_cli_warns_once_and_never_prints_the_password(capsys: pytest.CaptureFixture[str]) -> None:
-    port = _free_port()
+    port = free_port()
     assert main(["--url", f"mysql://canal:hunter22@127.0.0.1:{port}"]) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("canal-binlog: warning: a password in --url can be read by every user"), lines
@@ -132,7 +126,7 @@ def test_cli_warns_once_and_never_prints_the_password(capsys: pytest.CaptureFixt
 
 def test_cli_takes_the_server_from_an_option_file_without_a_warning(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    port = _free_port()
+    port = free_port()
     path = option_file(tmp_path, f"[client]\nhost=127.0.0.1\nport={port}\nuser=canal\npassword=hunter22\n")
     assert main(["--defaults-file", str(path)]) == 1
     lines = capsys.readouterr().err.splitlines()

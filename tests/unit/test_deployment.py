@@ -9,12 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.deployment import DeploymentError, Layout, check_free
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.net import free_port
 
 
 def test_a_live_code_server_socket_means_another_main_job(tmp_path: Path) -> None:
@@ -24,7 +19,7 @@ def test_a_live_code_server_socket_means_another_main_job(tmp_path: Path) -> Non
         live.bind(str(layout.socket))
         live.listen(1)
         with pytest.raises(DeploymentError, match=r"code-server\.sock answers: another main job runs"):
-            check_free(layout, _free_port())
+            check_free(layout, free_port())
         assert layout.socket.exists()
 
 
@@ -33,7 +28,7 @@ def test_a_dead_code_server_socket_is_cleared(tmp_path: Path) -> None:
     layout.root.mkdir()
     with socket.socket(socket.AF_UNIX) as dead:
         dead.bind(str(layout.socket))  # never listening: what a SIGKILLed server leaves
-    check_free(layout, _free_port())
+    check_free(layout, free_port())
     assert not layout.socket.exists()
 
 

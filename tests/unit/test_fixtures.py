@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import re
+import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -84,16 +85,17 @@ def test_manifest_file_decodes(row: ManifestRow | str) -> None:
     headers = walk_headers(data)
     assert headers and headers[-1].offset + headers[-1].length == len(data), "fixture is not whole"
 
-    unknown = {t for t in row.types if t == 100}  # Aurora padding: only with skip_unknown_events
-    dec, events = _decode_file(path, skip_unknown_events=bool(unknown))
+    dec, events = _decode_file(path)
 
     assert len(events) == row.events
     assert dict(collections.Counter(e.type_code for e in events)) == row.types
     inner = [i for e in events if isinstance(e, E.TransactionPayloadEvent) for i in e.events]
     assert dict(collections.Counter(i.type_code for i in inner)) == row.inner_types
     assert all(i.log_pos == 0 for i in inner), "README: inner events of a TRANSACTION_PAYLOAD have log_pos 0"
-    assert dec.skipped_unknown == sum(row.types[t] for t in unknown)
-    assert all(isinstance(e, E.UnknownEvent) for e in events if e.type_code in unknown)
+    assert dec.skipped_unknown == 0
+    # Aurora's padding (type 100) is unknown to the decoder but flagged ignorable: skipped as such
+    assert dec.skipped_ignorable == row.types.get(100, 0)
+    assert all(isinstance(e, E.IgnorableEvent) for e in events if e.type_code == 100)
 
     # positions and lengths are the file's own framing
     assert [(e.position, e.length) for e in events] == [(h.offset, h.length) for h in headers]
@@ -139,31 +141,53 @@ def test_sakila_gz_counts_osheroff() -> None:
 AURORA = "osheroff-mysql-binlog-connector-java/src/test/resources/mysql-bin.aurora-padding"
 
 
-def test_aurora_padding_unknown_event_is_a_typed_error_by_default() -> None:
+def test_aurora_padding_is_skipped_as_ignorable() -> None:
+    """The padding event (type 100) carries LOG_EVENT_IGNORABLE_F: a reader that does not know the type skips
+    it, as MySQL's replica does (osheroff's SHOW BINLOG EVENTS lists it as Ignorable)."""
     path = fixture_path_or_fail(AURORA)
     headers = walk_headers(path.read_bytes())
-    where = next(h for h in headers if h.type_code == 100)
-    dec = BinlogDecoder()
-    seen = []
+    pad = next(h for h in headers if h.type_code == 100)
+    assert pad.flags & 0x80
+    dec, events = _decode_file(path)
+    assert [(e.position, e.type_code) for e in events] == [(h.offset, h.type_code) for h in headers]
+    ignored = [e for e in events if e.type_code == 100]
+    assert len(ignored) == 1 and isinstance(ignored[0], E.IgnorableEvent)
+    assert len(ignored[0].data) == pad.length - 19 - 4  # body without header and CRC32
+    assert dec.skipped_ignorable == 1 and dec.skipped_unknown == 0
+    assert isinstance(events[-1], E.QueryEvent)  # the events behind it decode as usual
+
+
+def _without_ignorable_flag(data: bytes, at: int) -> bytes:
+    """The file with LOG_EVENT_IGNORABLE_F cleared in the event at ``at`` (its CRC32 recomputed)."""
+    b = bytearray(data)
+    length = int.from_bytes(b[at + 9:at + 13], "little")
+    flags = int.from_bytes(b[at + 17:at + 19], "little") & ~0x80
+    b[at + 17:at + 19] = flags.to_bytes(2, "little")
+    end = at + length
+    b[end - 4:end] = zlib.crc32(bytes(b[at:end - 4])).to_bytes(4, "little")
+    return bytes(b)
+
+
+def test_unknown_event_without_ignorable_flag_is_a_typed_error(tmp_path: Path) -> None:
+    src = fixture_path_or_fail(AURORA)
+    data = src.read_bytes()
+    pad = next(h for h in walk_headers(data) if h.type_code == 100)
+    path = tmp_path / src.name
+    path.write_bytes(_without_ignorable_flag(data, pad.offset))
+    seen: list[E.Event] = []
     with pytest.raises(UnknownEventError) as ei:
-        for ev in read_file(path, dec):
+        for ev in read_file(path, BinlogDecoder()):
             seen.append(ev)
     err = ei.value
     assert err.type_code == 100
-    assert err.file == "mysql-bin.aurora-padding"
-    assert err.position == where.offset
-    assert f"mysql-bin.aurora-padding:{where.offset}" in str(err)
-    assert [e.position for e in seen] == [h.offset for h in headers if h.offset < where.offset]
-
-
-def test_aurora_padding_skipped_when_asked() -> None:
-    path = fixture_path_or_fail(AURORA)
+    assert (err.file, err.position) == ("mysql-bin.aurora-padding", pad.offset)
+    assert f"mysql-bin.aurora-padding:{pad.offset}" in str(err)
+    assert [e.position for e in seen] == [h.offset for h in walk_headers(data) if h.offset < pad.offset]
+    # asked to, the decoder skips it as an UnknownEvent (counted) and keeps going
     dec, events = _decode_file(path, skip_unknown_events=True)
-    assert dec.skipped_unknown == 1
-    unknown = [e for e in events if isinstance(e, E.UnknownEvent)]
-    assert len(unknown) == 1 and unknown[0].type_code == 100
-    # the decoder keeps going after it: the events behind it decode as usual
-    assert isinstance(events[-1], E.Event) and events[-1].type_code != 100
+    assert dec.skipped_unknown == 1 and dec.skipped_ignorable == 0
+    assert [type(e) for e in events if e.type_code == 100] == [E.UnknownEvent]
+    assert isinstance(events[-1], E.QueryEvent)
 
 
 def fixture_path_or_fail(rel: str) -> Path:

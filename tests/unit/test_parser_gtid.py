@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fixture_support import fixture_path, load_binlog_bytes, walk_headers
+from fixture_support import fixture_path, load_binlog_bytes, make_event, walk_headers
 
 from canal_core.entry import EntryConverter
 from canal_core.mysql import ServerInfo
@@ -88,9 +88,12 @@ class Parser(EventParser):
         return FakeConn(self.raw_events)
 
 
-def _headers(start: EntryPosition, by_gtid: bool) -> list[Any]:
+def _headers(start: EntryPosition, by_gtid: bool, *, inject: bytes = b"") -> list[Any]:
+    """The entry headers of the fixture's one transaction; ``inject`` is streamed right after the FDE."""
     got: list[Any] = []
     parser = Parser(start, by_gtid, got.extend)
+    if inject:
+        parser.raw_events.insert(1, inject)
     parser.start()
     try:
         deadline = time.monotonic() + 20
@@ -119,3 +122,10 @@ def test_a_position_dump_carries_no_gtid() -> None:
         for h in _headers(start, by_gtid=False):
             assert h.gtid == ""
             assert [p.key for p in h.props if p.key.startswith("curtGtid")] == []
+
+
+def test_an_ignorable_event_of_unknown_type_is_skipped_on_the_stream() -> None:
+    # Aurora's padding: type 100, LOG_EVENT_IGNORABLE_F (0x80) set, as in the osheroff aurora-padding fixture
+    padding = make_event(100, bytes(64), checksum=True, log_pos=0, flags=0x80)
+    start = EntryPosition(journal_name="mysql-bin.000001", position=4)
+    assert len(_headers(start, by_gtid=False, inject=padding)) == 3

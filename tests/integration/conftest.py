@@ -1,0 +1,66 @@
+"""Fixtures shared by integration test modules: the pipeline end-to-end tests (test_pipeline_e2e, _remote,
+_cluster, _keyless) and the TCP server tests (test_tcp_server, _failover)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+from canal_core.server.auth import stored_hash
+from canal_core.server.controller import CanalController
+from canal_core.server.tcp import CanalTcpServer
+from tests.integration.tcp_served import PASSWORD, TABLE_A, TABLE_B, USER, Recorder, Served, master_status, server_conf
+
+
+@pytest.fixture
+def one_spark_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the daemon runs each run in its own process, whose SparkSession ends with it; in this process the
+    # runs share the test session instead of stopping and restarting it after every run
+    from pipelines.resources import SparkResource  # here: the pipeline extra stays optional for other tests
+
+    monkeypatch.setattr(SparkResource, "teardown_after_execution", lambda self, context: None)
+
+
+@pytest.fixture
+def db(mariadb_settings: Any) -> Iterator[pymysql.connections.Connection]:
+    """An admin connection (UTC session) to a fresh canal_e2e schema, dropped afterwards."""
+    from tests.integration.e2e_workload import create_schema, drop_schema  # imports the pipeline package
+
+    conn = pymysql.connect(**mariadb_settings.admin_kwargs(init_command="SET time_zone = '+00:00'"))
+    create_schema(conn)
+    yield conn
+    drop_schema(conn)
+    conn.close()
+
+
+@pytest.fixture
+def tcp_tables(admin_conn: Any) -> Iterator[tuple[str, str]]:
+    with admin_conn.cursor() as cur:
+        for t in (TABLE_A, TABLE_B):
+            cur.execute(f"DROP TABLE IF EXISTS canal_test.{t}")
+            cur.execute(f"CREATE TABLE canal_test.{t} (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2),"
+                        " created DATETIME, note VARCHAR(20) NULL) DEFAULT CHARSET=utf8mb4")
+    yield TABLE_A, TABLE_B
+    with admin_conn.cursor() as cur:
+        for t in (TABLE_A, TABLE_B):
+            cur.execute(f"DROP TABLE IF EXISTS canal_test.{t}")
+
+
+@pytest.fixture
+def served(mariadb_settings: Any, admin_conn: Any, tcp_tables: Any, tmp_path: Path) -> Iterator[Served]:
+    conf = server_conf(tmp_path, mariadb_settings.port, master_status(admin_conn))
+    ctl = CanalController(conf)
+    ctl.start()
+    hooks = Recorder()
+    tcp = CanalTcpServer(ctl.server, host="127.0.0.1", port=0, user=USER, passwd=stored_hash(PASSWORD),
+                         hooks=hooks, auth_timeout=1.5)
+    tcp.start()
+    try:
+        yield Served(ctl, tcp, hooks)
+    finally:
+        tcp.stop(timeout=0)
+        ctl.stop()
