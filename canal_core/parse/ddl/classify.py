@@ -1,0 +1,237 @@
+"""``parse_ddl``: a QUERY event's statement recognised by its leading tokens, parsed into operations and
+classified as Canal does (see the package docstring)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Token
+
+from ..model import (
+    EVENT_ALTER,
+    EVENT_CINDEX,
+    EVENT_CREATE,
+    EVENT_DELETE,
+    EVENT_DINDEX,
+    EVENT_ERASE,
+    EVENT_INSERT,
+    EVENT_QUERY,
+    EVENT_RENAME,
+    EVENT_TRUNCATE,
+    EVENT_UPDATE,
+)
+from .alter import alter_table
+from .columns import table_name
+from .comments import DEFAULT_SERVER_VERSION, unwrap_executable_comments
+from .create import create_table
+from .lexing import DdlParseError, parse_tokens, tokenize, up
+from .operations import (
+    AddIndex,
+    AlterDatabase,
+    AlterTable,
+    CreateDatabase,
+    CreateSequence,
+    CreateTable,
+    DropDatabase,
+    DropIndex,
+    DropTables,
+    NoOp,
+    ParsedDdl,
+    RenameTables,
+    RenameTo,
+    TruncateTables,
+)
+from .statements import (
+    create_index,
+    database_statement,
+    drop_index,
+    drop_tables,
+    guess_tables,
+    rename_tables,
+    sequence_statement,
+    truncate_tables,
+)
+
+# ---- entry point -----------------------------------------------------------------------------------
+
+_DML = {"INSERT": EVENT_INSERT, "UPDATE": EVENT_UPDATE, "DELETE": EVENT_DELETE}
+
+
+def parse_ddl(sql: str, default_schema: str = "", *, server_version: int = DEFAULT_SERVER_VERSION) -> ParsedDdl:
+    """Classify and parse one statement from a QUERY event (see the module docstring)."""
+    default_schema = default_schema or ""
+    try:
+        clean = unwrap_executable_comments(sql, server_version)
+        tokens = tokenize(clean)
+    except (SqlglotError, ValueError, IndexError) as e:
+        return ParsedDdl(sql=sql, default_schema=default_schema, event_type=EVENT_QUERY, schema="", table="",
+                         parsed=False, error=f"cannot tokenize: {e}", changes_schema=True)
+    if not tokens:
+        return ParsedDdl(sql=sql, default_schema=default_schema, event_type=EVENT_QUERY, schema="", table="")
+    words = [up(t) for t in tokens[:8]]
+    kind = _statement_kind(words)
+    if kind is None:
+        if words[0] in _DML:
+            return _dml(sql, default_schema, tokens, words[0])
+        return ParsedDdl(sql=sql, default_schema=default_schema, event_type=EVENT_QUERY, schema="", table="")
+    try:
+        ops = _parse_kind(kind, tokens, default_schema, clean)
+    except (DdlParseError, IndexError, ValueError, SqlglotError) as e:
+        tables = guess_tables(tokens, default_schema)
+        etype = {"create_table": EVENT_CREATE, "alter_table": EVENT_ALTER, "rename": EVENT_RENAME,
+                 "drop_table": EVENT_ERASE, "truncate": EVENT_TRUNCATE, "create_index": EVENT_CINDEX,
+                 "drop_index": EVENT_DINDEX}.get(kind, EVENT_QUERY)
+        schema, table = tables[-1] if kind == "rename" and tables else (tables[0] if tables else ("", ""))
+        return ParsedDdl(sql=sql, default_schema=default_schema, event_type=etype, schema=schema, table=table,
+                         tables=tables, parsed=False, error=str(e) or type(e).__name__, changes_schema=True)
+    return _classify(sql, default_schema, ops)
+
+
+def _statement_kind(w: list[str]) -> str | None:
+    def at(i: int) -> str:
+        return w[i] if i < len(w) else ""
+
+    if w[0] == "CREATE":
+        k = 1
+        if at(1) == "OR" and at(2) == "REPLACE":
+            k = 3
+        if at(k) == "TEMPORARY":
+            k += 1
+        if at(k) == "TABLE":
+            return "create_table"
+        if at(k) in ("DATABASE", "SCHEMA"):
+            return "database"
+        if at(k) == "SEQUENCE":
+            return "sequence"
+        while at(k) in ("ONLINE", "OFFLINE"):
+            k += 1
+        if at(k) in ("UNIQUE", "FULLTEXT", "SPATIAL"):
+            k += 1
+        if at(k) == "INDEX":
+            return "create_index"
+        return None
+    if w[0] == "ALTER":
+        k = 1
+        while at(k) in ("ONLINE", "IGNORE", "OFFLINE"):
+            k += 1
+        if at(k) == "TABLE":
+            return "alter_table"
+        if at(k) in ("DATABASE", "SCHEMA"):
+            return "database"
+        return None
+    if w[0] == "DROP":
+        k = 1
+        if at(1) == "TEMPORARY":
+            k = 2
+        if at(k) in ("TABLE", "TABLES"):
+            return "drop_table"
+        if at(k) in ("DATABASE", "SCHEMA"):
+            return "database"
+        if at(k) == "SEQUENCE":
+            return "sequence"
+        while at(k) in ("ONLINE", "OFFLINE"):
+            k += 1
+        if at(k) == "INDEX":
+            return "drop_index"
+        return None
+    if w[0] == "RENAME" and at(1) in ("TABLE", "TABLES"):
+        return "rename"
+    if w[0] == "TRUNCATE" and at(1) not in ("PARTITION",):
+        return "truncate"
+    return None
+
+
+def _parse_kind(kind: str, tokens: list[Token], default_schema: str, sql: str) -> tuple[Any, ...]:
+    if kind == "create_table":
+        return (create_table(tokens, default_schema, sql),)
+    if kind == "alter_table":
+        return (alter_table(tokens, default_schema),)
+    if kind == "rename":
+        return (rename_tables(tokens, default_schema),)
+    if kind == "drop_table":
+        return (drop_tables(tokens, default_schema),)
+    if kind == "truncate":
+        return (truncate_tables(tokens, default_schema),)
+    if kind == "create_index":
+        return (create_index(tokens, default_schema),)
+    if kind == "drop_index":
+        return (drop_index(tokens, default_schema),)
+    if kind == "database":
+        return (database_statement(tokens, default_schema),)
+    if kind == "sequence":
+        op = sequence_statement(tokens, default_schema)
+        return (op,) if op is not None else ()
+    raise DdlParseError(f"unknown statement kind {kind}")
+
+
+def _alter_type(action: Any) -> int | None:
+    """Canal's type for one ALTER TABLE action; None = Druid makes no result for it."""
+    if isinstance(action, RenameTo):
+        return EVENT_RENAME
+    if isinstance(action, AddIndex):
+        return EVENT_CINDEX
+    if isinstance(action, DropIndex):
+        return EVENT_DINDEX
+    if isinstance(action, NoOp) and action.what in ("foreign key", "check"):
+        return None
+    return EVENT_ALTER
+
+
+def _classify(sql: str, default_schema: str, ops: tuple[Any, ...]) -> ParsedDdl:
+    base = {"sql": sql, "default_schema": default_schema, "operations": ops, "changes_schema": True}
+    if not ops:
+        return ParsedDdl(event_type=EVENT_QUERY, schema="", table="", **base)
+    op = ops[0]
+    if isinstance(op, CreateTable):
+        tables = ((op.schema, op.name),) + ((op.like,) if op.like else ())
+        return ParsedDdl(event_type=EVENT_CREATE, schema=op.schema, table=op.name, tables=tables, **base)
+    if isinstance(op, CreateSequence):
+        return ParsedDdl(event_type=EVENT_QUERY, schema=op.schema, table=op.name, tables=((op.schema, op.name),),
+                         **base)
+    if isinstance(op, AlterTable):
+        tables = [(op.schema, op.name)]
+        etype, schema, table = EVENT_QUERY, "", ""
+        for a in op.actions:
+            if isinstance(a, RenameTo):
+                tables.append((a.schema, a.name))
+        for a in op.actions:
+            t = _alter_type(a)
+            if t is None or (isinstance(a, NoOp) and a.what in ("algorithm", "lock")):
+                continue
+            etype = t
+            schema, table = (a.schema, a.name) if isinstance(a, RenameTo) else (op.schema, op.name)
+            break
+        else:
+            if any(isinstance(a, NoOp) and a.what in ("algorithm", "lock") for a in op.actions):
+                etype, schema, table = EVENT_ALTER, op.schema, op.name  # a bare rebuild
+        return ParsedDdl(event_type=etype, schema=schema, table=table, tables=tuple(tables), **base)
+    if isinstance(op, RenameTables):
+        tables = tuple(t for pair in op.pairs for t in pair)
+        new = op.pairs[0][1]
+        return ParsedDdl(event_type=EVENT_RENAME, schema=new[0], table=new[1], tables=tables, **base)
+    if isinstance(op, DropTables):
+        first = op.tables[0] if op.tables else ("", "")
+        return ParsedDdl(event_type=EVENT_ERASE, schema=first[0], table=first[1], tables=op.tables, **base)
+    if isinstance(op, TruncateTables):
+        first = op.tables[0]
+        return ParsedDdl(event_type=EVENT_TRUNCATE, schema=first[0], table=first[1], tables=op.tables, **base)
+    if isinstance(op, CreateDatabase | DropDatabase | AlterDatabase):
+        return ParsedDdl(event_type=EVENT_QUERY, schema=op.name, table="", **base)
+    raise AssertionError(f"unclassified operation {op!r}")
+
+
+def _dml(sql: str, default_schema: str, tokens: list[Token], verb: str) -> ParsedDdl:
+    schema, table = "", ""
+    try:
+        tree = parse_tokens(tokens, sql)
+        target = tree.this if isinstance(tree, exp.Insert | exp.Update | exp.Delete) else None
+        if isinstance(target, exp.Schema):
+            target = target.this
+        if isinstance(target, exp.Table):
+            schema, table = table_name(target, default_schema)
+    except (DdlParseError, SqlglotError):
+        pass
+    return ParsedDdl(sql=sql, default_schema=default_schema, event_type=_DML[verb], schema=schema, table=table,
+                     tables=((schema, table),) if table else ())
