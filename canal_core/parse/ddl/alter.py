@@ -109,15 +109,15 @@ def _alter_chunk(chunk: list[Token], prefix: list[Token], default_schema: str) -
                 and matching_paren(chunk, k2) == len(chunk) - 1:
             inner = chunk[k2 + 1:-1]
             # ADD [COLUMN] (col, col, ...): each part on its own (index definitions may be among them)
-            out = []
+            actions: list[Any] = []
             head = synthetic("ADD COLUMN" + (" IF NOT EXISTS" if k2 != k else ""))
             for part in split_top(inner):
                 if part and up(part[0]) in ("PRIMARY", "UNIQUE", "KEY", "INDEX", "CONSTRAINT", "FULLTEXT",
                                              "SPATIAL", "FOREIGN", "CHECK"):
-                    out.extend(_alter_chunk(synthetic("ADD") + part, prefix, default_schema))
+                    actions.extend(_alter_chunk(synthetic("ADD") + part, prefix, default_schema))
                 else:
-                    out.extend(_alter_chunk(head + part, prefix, default_schema))
-            return out
+                    actions.extend(_alter_chunk(head + part, prefix, default_schema))
+            return actions
         if k < len(chunk) and words[k] in ("CHECK", "PERIOD", "SYSTEM"):
             if words[k] == "SYSTEM":
                 raise DdlParseError("ADD SYSTEM VERSIONING is not modelled")

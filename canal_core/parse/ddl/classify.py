@@ -180,22 +180,23 @@ def _alter_type(action: Any) -> int | None:
 
 
 def _classify(sql: str, default_schema: str, ops: tuple[Any, ...]) -> ParsedDdl:
-    base = {"sql": sql, "default_schema": default_schema, "operations": ops, "changes_schema": True}
+    def result(event_type: int, schema: str, table: str, tables: tuple[tuple[str, str], ...] = ()) -> ParsedDdl:
+        return ParsedDdl(sql=sql, default_schema=default_schema, event_type=event_type, schema=schema, table=table,
+                         tables=tables, operations=ops, changes_schema=True)
+
     if not ops:
-        return ParsedDdl(event_type=EVENT_QUERY, schema="", table="", **base)
+        return result(EVENT_QUERY, "", "")
     op = ops[0]
     if isinstance(op, CreateTable):
-        tables = ((op.schema, op.name),) + ((op.like,) if op.like else ())
-        return ParsedDdl(event_type=EVENT_CREATE, schema=op.schema, table=op.name, tables=tables, **base)
+        return result(EVENT_CREATE, op.schema, op.name, ((op.schema, op.name),) + ((op.like,) if op.like else ()))
     if isinstance(op, CreateSequence):
-        return ParsedDdl(event_type=EVENT_QUERY, schema=op.schema, table=op.name, tables=((op.schema, op.name),),
-                         **base)
+        return result(EVENT_QUERY, op.schema, op.name, ((op.schema, op.name),))
     if isinstance(op, AlterTable):
-        tables = [(op.schema, op.name)]
+        named = [(op.schema, op.name)]
         etype, schema, table = EVENT_QUERY, "", ""
         for a in op.actions:
             if isinstance(a, RenameTo):
-                tables.append((a.schema, a.name))
+                named.append((a.schema, a.name))
         for a in op.actions:
             t = _alter_type(a)
             if t is None or (isinstance(a, NoOp) and a.what in ("algorithm", "lock")):
@@ -206,19 +207,18 @@ def _classify(sql: str, default_schema: str, ops: tuple[Any, ...]) -> ParsedDdl:
         else:
             if any(isinstance(a, NoOp) and a.what in ("algorithm", "lock") for a in op.actions):
                 etype, schema, table = EVENT_ALTER, op.schema, op.name  # a bare rebuild
-        return ParsedDdl(event_type=etype, schema=schema, table=table, tables=tuple(tables), **base)
+        return result(etype, schema, table, tuple(named))
     if isinstance(op, RenameTables):
-        tables = tuple(t for pair in op.pairs for t in pair)
         new = op.pairs[0][1]
-        return ParsedDdl(event_type=EVENT_RENAME, schema=new[0], table=new[1], tables=tables, **base)
+        return result(EVENT_RENAME, new[0], new[1], tuple(t for pair in op.pairs for t in pair))
     if isinstance(op, DropTables):
         first = op.tables[0] if op.tables else ("", "")
-        return ParsedDdl(event_type=EVENT_ERASE, schema=first[0], table=first[1], tables=op.tables, **base)
+        return result(EVENT_ERASE, first[0], first[1], op.tables)
     if isinstance(op, TruncateTables):
         first = op.tables[0]
-        return ParsedDdl(event_type=EVENT_TRUNCATE, schema=first[0], table=first[1], tables=op.tables, **base)
+        return result(EVENT_TRUNCATE, first[0], first[1], op.tables)
     if isinstance(op, CreateDatabase | DropDatabase | AlterDatabase):
-        return ParsedDdl(event_type=EVENT_QUERY, schema=op.name, table="", **base)
+        return result(EVENT_QUERY, op.name, "")
     raise AssertionError(f"unclassified operation {op!r}")
 
 

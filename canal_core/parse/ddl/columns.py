@@ -177,7 +177,7 @@ def column_position(cd: exp.Expr) -> tuple[bool, str | None]:
 
 
 def _index_columns(parts: Iterable[Any]) -> tuple[tuple[str, int | None], ...]:
-    cols = []
+    cols: list[tuple[str, int | None]] = []
     for p in parts:
         e = p.this if isinstance(p, exp.Ordered) else p
         if isinstance(e, exp.ColumnPrefix):

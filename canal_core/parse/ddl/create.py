@@ -122,9 +122,8 @@ def _select_columns(q: exp.Expr, default_schema: str) -> tuple[SelectColumn, ...
             st = table_name(t, default_schema)
             order.append(st)
             sources[st[1].lower()] = st
-            alias = t.alias
-            if alias:
-                sources[alias.lower()] = st
+            if t.alias:
+                sources[t.alias.lower()] = st
     single = order[0] if len(order) == 1 else None
     out: list[SelectColumn] = []
     for e in q.expressions:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import SqlglotError
+from sqlglot.parsers.mysql import MySQLParser
 from sqlglot.tokens import Token, TokenType
 
 
@@ -39,9 +40,10 @@ class CanalMariaDB(MySQL):
         # RENAME TABLE must be tokenized, not swallowed as one opaque command string
         COMMANDS = MySQL.Tokenizer.COMMANDS - {TokenType.RENAME}
 
-    class Parser(MySQL.Parser):
+    # MySQL.Parser is MySQLParser, named here because a class attribute is not a type for mypy
+    class Parser(MySQLParser):
         # FLOAT UNSIGNED has no sqlglot type: carried as UINT128, which MySQL never has
-        SIGNED_TO_UNSIGNED_TYPE_TOKEN = {**MySQL.Parser.SIGNED_TO_UNSIGNED_TYPE_TOKEN,
+        SIGNED_TO_UNSIGNED_TYPE_TOKEN = {**MySQLParser.SIGNED_TO_UNSIGNED_TYPE_TOKEN,
                                          TokenType.FLOAT: TokenType.UINT128}
 
 
@@ -116,10 +118,10 @@ def parse_tokens(tokens: list[Token], sql: str = "") -> exp.Expr:
         raise DdlParseError(str(e).splitlines()[0]) from None
     except (ValueError, TypeError, AttributeError, IndexError, KeyError) as e:
         raise DdlParseError(f"{type(e).__name__}: {e}") from None
-    trees = [t for t in trees if t is not None]
-    if len(trees) != 1:
-        raise DdlParseError(f"expected one statement, got {len(trees)}")
-    tree = trees[0]
+    found = [t for t in trees if t is not None]
+    if len(found) != 1:
+        raise DdlParseError(f"expected one statement, got {len(found)}")
+    tree = found[0]
     if isinstance(tree, exp.Command):
         raise DdlParseError("unsupported syntax")
     return tree
