@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..binlog.constants import DEFAULT_MAX_EVENT_SIZE
 from ..binlog.gtid import GtidError, MariaGtidPosition, MySQLGtidSet
 from ..parse.filter import FilterConfigError, TableFilter, parse_field_filter
+from ..store import BatchMode
 
 if TYPE_CHECKING:
     from ..parse.filter import EventFilter
@@ -70,7 +71,7 @@ CANAL_PROPERTIES = "canal.properties"
 INSTANCE_PROPERTIES = "instance.properties"
 
 __all__ = [
-    "CANAL_PROPERTIES", "INSTANCE_PROPERTIES", "KEYS", "BatchMode", "CanalConfig", "ConfigError", "GroupSource",
+    "CANAL_PROPERTIES", "INSTANCE_PROPERTIES", "KEYS", "CanalConfig", "ConfigError", "GroupSource",
     "HostPort", "InstanceConfig", "InstanceMode", "Key", "MetaMode", "Prop", "PropertiesFile", "ScanDiff",
     "ScannedDestination", "ServerMode", "SourceSettings", "SslMode", "StoreSettings", "diff_destinations",
     "load_properties", "meta_mode_for", "parse_properties", "scan_destinations",
@@ -348,11 +349,6 @@ class _Resolver:
 # --- value types -----------------------------------------------------------------------------------------
 
 
-class BatchMode(enum.StrEnum):
-    MEMSIZE = "MEMSIZE"
-    ITEMSIZE = "ITEMSIZE"
-
-
 class ServerMode(enum.StrEnum):
     TCP = "tcp"
     KAFKA = "kafka"
@@ -452,11 +448,11 @@ def _bool(s: str) -> bool:
     return v == "true"
 
 
-def _enum(cls: type[enum.StrEnum]) -> Parse:
+def _enum(cls: type[enum.Enum]) -> Parse:
     by_lower = {m.value.lower(): m for m in cls}
     expected = "one of " + "|".join(m.value for m in cls)
 
-    def parse(s: str) -> enum.StrEnum:
+    def parse(s: str) -> enum.Enum:
         m = by_lower.get(s.lower())
         if m is None:
             raise _Bad(expected)

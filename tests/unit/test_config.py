@@ -16,7 +16,6 @@ from canal_core.instance.config import (
     KEYS,
     KEYS_BY_NAME,
     SERVER,
-    BatchMode,
     CanalConfig,
     ConfigError,
     HostPort,
@@ -30,6 +29,7 @@ from canal_core.instance.config import (
     parse_properties,
     scan_destinations,
 )
+from canal_core.store import BatchMode
 
 REPO = Path(__file__).resolve().parents[2]
 
