@@ -29,8 +29,12 @@ _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
 
 
+# parsers for which a blank value is a value (not "use the default"): text, paths, optional addresses
+_BLANK_IS_VALUE: set[Parse] = set()
+
+
 def _text_value(parse: Parse) -> Parse:
-    parse.blank_is_value = True  # type: ignore[attr-defined]
+    _BLANK_IS_VALUE.add(parse)
     return parse
 
 
@@ -236,7 +240,7 @@ class Key:
 
     @property
     def blank_is_value(self) -> bool:
-        return bool(getattr(self.parse, "blank_is_value", False))
+        return self.parse in _BLANK_IS_VALUE
 
 
 def _k(name: str, attr: str, parse: Parse, default: str | None, scope: str = INSTANCE, doc: str = "") -> Key:
