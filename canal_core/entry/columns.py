@@ -206,7 +206,7 @@ def column_formatter(col: Column, cm: Any, timezone: _dt.tzinfo | None) -> tuple
 _TEXT_TYPES = frozenset({"tinytext", "text", "mediumtext", "longtext"})
 
 # binlog integer type -> (sqlType, bits, sqlType of an unsigned value above the signed range)
-_INT_BITS = {
+_INT_BITS: dict[int, tuple[int, int, int]] = {
     T.TINY: (J.TINYINT, 8, J.SMALLINT),
     T.SHORT: (J.SMALLINT, 16, J.INTEGER),
     T.INT24: (J.INTEGER, 24, J.INTEGER),

@@ -158,7 +158,7 @@ def _rows_entry_bytes(header: bytes, store_head: bytes, rows: bytes) -> bytes:
                      store_head, rows))
 
 
-_TABLE_PLANS: dict[tuple, TablePlan] = {}
+_TABLE_PLANS: dict[tuple[object, ...], TablePlan] = {}
 
 
 class EntryConverter:
@@ -365,9 +365,10 @@ class EntryConverter:
             self._plans.clear()
         # the same layout under new objects (a table map re-read after DDL, another converter) keeps
         # its plan: generated encoders are compiled once per layout, not per object
+        layout = (tdef, meta, self.timezone)
+        vkey: tuple[object, ...] | None = layout
         try:
-            vkey: tuple | None = (tdef, meta, self.timezone)
-            plan = _TABLE_PLANS.get(vkey)
+            plan = _TABLE_PLANS.get(layout)
         except TypeError:  # unhashable values in hand-built metadata
             vkey, plan = None, None
         if plan is None:

@@ -246,5 +246,5 @@ def build_encoder(plans: Sequence[ColPlan], et: int) -> Callable[[list[Any]], by
     ])
     exec(compile(src, "<entry encoder>", "exec"), ns)
     fn = ns["encode"]
-    fn.__source__ = src  # type: ignore[attr-defined]  # for debugging generated code
-    return fn  # type: ignore[no-any-return]
+    fn.__source__ = src  # for debugging generated code
+    return fn
