@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .ddl import parse_ddl
-from .history import FileHistoryStore, SchemaHistory, format_position
+from .history import SchemaHistory, format_position
+from .history_store import FileHistoryStore
 from .model import EntryPosition
 
 
