@@ -21,7 +21,17 @@ from .columns import (
     literal_text,
     table_name,
 )
-from .lexing import DdlParseError, matching_paren, name_at, parse_tokens, skip_words, split_top, synthetic, up
+from .lexing import (
+    DdlParseError,
+    charset_options,
+    matching_paren,
+    name_at,
+    parse_tokens,
+    skip_words,
+    split_top,
+    synthetic,
+    up,
+)
 from .operations import (
     AddColumn,
     AddIndex,
@@ -172,33 +182,12 @@ def _alter_chunk(chunk: list[Token], prefix: list[Token], default_schema: str) -
 
 
 def table_options(chunk: list[Token]) -> Any:
-    words = [up(t) for t in chunk]
-    cs = coll = comment = None
-    k = 0
-    while k < len(chunk):
-        w = words[k]
-        if w == "DEFAULT":
-            k += 1
-            continue
-        if w in ("CHARSET", "CHARACTER", "COLLATE", "COMMENT"):
-            k += 2 if w == "CHARACTER" else 1
-            if k < len(chunk) and chunk[k].token_type == TokenType.EQ:
-                k += 1
-            if k >= len(chunk):
-                raise DdlParseError(f"{w} without a value")
-            val = chunk[k].text
-            if w == "COLLATE":
-                coll = val.lower()
-            elif w == "COMMENT":
-                comment = val
-            else:
-                cs = val.lower()
-            k += 1
-            continue
-        k += 1
-    if cs is None and coll is None and comment is None:
-        return NoOp(words[0].lower() if words else "")
-    return TableOptions(charset=cs, collation=coll, comment=comment)
+    found = charset_options(chunk, strict=True)
+    if not found:
+        return NoOp(up(chunk[0]).lower() if chunk else "")
+    cs, coll = found.get("charset"), found.get("collation")
+    return TableOptions(charset=cs.lower() if cs is not None else None,
+                        collation=coll.lower() if coll is not None else None, comment=found.get("comment"))
 
 
 def _options_to_action(options: list[exp.Expr]) -> Any:

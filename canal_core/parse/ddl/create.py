@@ -7,7 +7,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
 from .columns import column_spec, ident, index_spec, table_name, table_properties
-from .lexing import DIALECT, DdlParseError, matching_paren, parse_tokens, up
+from .lexing import DIALECT, DdlParseError, charset_options, matching_paren, parse_tokens, up
 from .operations import ColumnSpec, CreateTable, IndexSpec, SelectColumn
 
 # ---- statements ------------------------------------------------------------------------------------
@@ -79,27 +79,14 @@ def _create_table_retry(tokens: list[Token], sql: str) -> exp.Expr:
     if any(up(t) in ("SELECT", "AS", "LIKE") for t in rest):
         raise DdlParseError("unsupported CREATE TABLE options")
     tree = parse_tokens(tokens[:close + 1], sql)
+    found = charset_options(rest, strict=False)
     opts: list[exp.Expr] = []
-    k = 0
-    while k < len(rest):
-        u = up(rest[k])
-        if u == "DEFAULT":
-            k += 1
-            continue
-        if u in ("CHARSET", "CHARACTER", "COLLATE", "COMMENT"):
-            k += 2 if u == "CHARACTER" else 1
-            if k < len(rest) and rest[k].token_type == TokenType.EQ:
-                k += 1
-            if k >= len(rest):
-                break
-            val = rest[k].text
-            if u == "COLLATE":
-                opts.append(exp.CollateProperty(this=exp.Var(this=val)))
-            elif u == "COMMENT":
-                opts.append(exp.SchemaCommentProperty(this=exp.Literal.string(val)))
-            else:
-                opts.append(exp.CharacterSetProperty(this=exp.Var(this=val), default=True))
-        k += 1
+    if "charset" in found:
+        opts.append(exp.CharacterSetProperty(this=exp.Var(this=found["charset"]), default=True))
+    if "collation" in found:
+        opts.append(exp.CollateProperty(this=exp.Var(this=found["collation"])))
+    if "comment" in found:
+        opts.append(exp.SchemaCommentProperty(this=exp.Literal.string(found["comment"])))
     if opts:
         props = tree.args.get("properties")
         tree.set("properties", exp.Properties(expressions=[*(props.expressions if props else []), *opts]))

@@ -177,3 +177,26 @@ def skip_words(tokens: Sequence[Token], i: int, *words: str) -> int:
         return i + len(words)
     return i
 
+
+_OPTION_NAMES = {"CHARSET": "charset", "CHARACTER": "charset", "COLLATE": "collation", "COMMENT": "comment"}
+
+
+def charset_options(tokens: Sequence[Token], *, strict: bool) -> dict[str, str]:
+    """The [DEFAULT] CHARACTER SET / CHARSET, COLLATE and COMMENT values among table or database options, as
+    written (the last of each wins; other options are skipped). An option without its value raises when
+    ``strict``, else ends the reading."""
+    found: dict[str, str] = {}
+    k = 0
+    while k < len(tokens):
+        w = up(tokens[k])
+        if w in _OPTION_NAMES:
+            k += 2 if w == "CHARACTER" else 1
+            if k < len(tokens) and tokens[k].token_type == TokenType.EQ:
+                k += 1
+            if k >= len(tokens):
+                if strict:
+                    raise DdlParseError(f"{w} without a value")
+                break
+            found[_OPTION_NAMES[w]] = tokens[k].text
+        k += 1
+    return found
