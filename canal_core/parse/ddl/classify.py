@@ -3,6 +3,7 @@ classified as Canal does (see the package docstring)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -94,24 +95,10 @@ def _statement_kind(w: list[str]) -> str | None:
         return w[i] if i < len(w) else ""
 
     if w[0] == "CREATE":
-        k = 1
-        if at(1) == "OR" and at(2) == "REPLACE":
-            k = 3
-        if at(k) == "TEMPORARY":
-            k += 1
-        if at(k) == "TABLE":
-            return "create_table"
-        if at(k) in ("DATABASE", "SCHEMA"):
-            return "database"
-        if at(k) == "SEQUENCE":
-            return "sequence"
-        while at(k) in ("ONLINE", "OFFLINE"):
-            k += 1
-        if at(k) in ("UNIQUE", "FULLTEXT", "SPATIAL"):
-            k += 1
-        if at(k) == "INDEX":
-            return "create_index"
-        return None
+        k = 3 if at(1) == "OR" and at(2) == "REPLACE" else 1
+        return _created_or_dropped("CREATE", at, k + 1 if at(k) == "TEMPORARY" else k)
+    if w[0] == "DROP":
+        return _created_or_dropped("DROP", at, 2 if at(1) == "TEMPORARY" else 1)
     if w[0] == "ALTER":
         k = 1
         while at(k) in ("ONLINE", "IGNORE", "OFFLINE"):
@@ -121,21 +108,6 @@ def _statement_kind(w: list[str]) -> str | None:
         if at(k) in ("DATABASE", "SCHEMA"):
             return "database"
         return None
-    if w[0] == "DROP":
-        k = 1
-        if at(1) == "TEMPORARY":
-            k = 2
-        if at(k) in ("TABLE", "TABLES"):
-            return "drop_table"
-        if at(k) in ("DATABASE", "SCHEMA"):
-            return "database"
-        if at(k) == "SEQUENCE":
-            return "sequence"
-        while at(k) in ("ONLINE", "OFFLINE"):
-            k += 1
-        if at(k) == "INDEX":
-            return "drop_index"
-        return None
     if w[0] == "RENAME" and at(1) in ("TABLE", "TABLES"):
         return "rename"
     if w[0] == "TRUNCATE" and at(1) not in ("PARTITION",):
@@ -143,27 +115,39 @@ def _statement_kind(w: list[str]) -> str | None:
     return None
 
 
+def _created_or_dropped(verb: str, at: Callable[[int], str], k: int) -> str | None:
+    """The kind of CREATE / DROP statement by the object word at k: TABLE (DROP also TABLES), DATABASE, SEQUENCE
+    or [ONLINE|OFFLINE] INDEX (CREATE also [UNIQUE|FULLTEXT|SPATIAL] INDEX)."""
+    obj = at(k)
+    if obj == "TABLE" or (obj == "TABLES" and verb == "DROP"):
+        return verb.lower() + "_table"
+    if obj in ("DATABASE", "SCHEMA"):
+        return "database"
+    if obj == "SEQUENCE":
+        return "sequence"
+    while at(k) in ("ONLINE", "OFFLINE"):
+        k += 1
+    if verb == "CREATE" and at(k) in ("UNIQUE", "FULLTEXT", "SPATIAL"):
+        k += 1
+    return verb.lower() + "_index" if at(k) == "INDEX" else None
+
+
+# statement kind -> its reader (CREATE TABLE also gets the statement text, for sqlglot's error messages)
+_READERS: dict[str, Callable[[list[Token], str], Any]] = {
+    "alter_table": alter_table, "rename": rename_tables, "drop_table": drop_tables, "truncate": truncate_tables,
+    "create_index": create_index, "drop_index": drop_index, "database": database_statement,
+    "sequence": sequence_statement,
+}
+
+
 def _parse_kind(kind: str, tokens: list[Token], default_schema: str, sql: str) -> tuple[Any, ...]:
     if kind == "create_table":
         return (create_table(tokens, default_schema, sql),)
-    if kind == "alter_table":
-        return (alter_table(tokens, default_schema),)
-    if kind == "rename":
-        return (rename_tables(tokens, default_schema),)
-    if kind == "drop_table":
-        return (drop_tables(tokens, default_schema),)
-    if kind == "truncate":
-        return (truncate_tables(tokens, default_schema),)
-    if kind == "create_index":
-        return (create_index(tokens, default_schema),)
-    if kind == "drop_index":
-        return (drop_index(tokens, default_schema),)
-    if kind == "database":
-        return (database_statement(tokens, default_schema),)
-    if kind == "sequence":
-        op = sequence_statement(tokens, default_schema)
-        return (op,) if op is not None else ()
-    raise DdlParseError(f"unknown statement kind {kind}")
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise DdlParseError(f"unknown statement kind {kind}")
+    op = reader(tokens, default_schema)
+    return (op,) if op is not None else ()  # CREATE TEMPORARY SEQUENCE: nothing to apply
 
 
 def _alter_type(action: Any) -> int | None:
