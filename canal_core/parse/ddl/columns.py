@@ -3,7 +3,7 @@ MySQL's base names, column attributes, index parts and CREATE TABLE options."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlglot import exp
@@ -123,6 +123,44 @@ def _data_type(kind: exp.DataType) -> tuple[str, bool, tuple[int, ...], tuple[st
     return base, unsigned, tuple(params), values
 
 
+# (node class, keyword, how to read the node): the first class a node is decides; other nodes are skipped
+_Readers = tuple[tuple[type[exp.Expr] | tuple[type[exp.Expr], ...], str, Callable[[Any], Any]], ...]
+
+
+def _true(_: Any) -> bool:
+    return True
+
+
+def _read_into(out: dict[str, Any], node: Any, readers: _Readers) -> None:
+    for cls, key, read in readers:
+        if isinstance(node, cls):
+            out[key] = read(node)
+            return
+
+
+_CONSTRAINT_READERS: _Readers = (
+    (exp.NotNullColumnConstraint, "nullable", lambda e: bool(e.args.get("allow_null"))),
+    (exp.DefaultColumnConstraint, "default", lambda e: default_text(e.this)),
+    (exp.AutoIncrementColumnConstraint, "auto_increment", _true),
+    (exp.CommentColumnConstraint, "comment", lambda e: literal_text(e.this)),
+    (exp.CharacterSetColumnConstraint, "charset", lambda e: charset_name(e.this)),
+    (exp.CollateColumnConstraint, "collation", lambda e: charset_name(e.this)),
+    (exp.BinaryColumnConstraint, "binary", _true),
+    (exp.PrimaryKeyColumnConstraint, "primary_key", _true),
+    (exp.UniqueColumnConstraint, "unique", _true),
+    ((exp.ComputedColumnConstraint, exp.GeneratedAsIdentityColumnConstraint), "generated", _true),
+    (exp.ZeroFillColumnConstraint, "zerofill", _true),  # implies UNSIGNED
+    (exp.OnUpdateColumnConstraint, "on_update", lambda e: default_text(e.this)),
+)
+_PROPERTY_READERS: _Readers = (
+    (exp.CharacterSetProperty, "charset", lambda e: charset_name(e.this)),
+    (exp.CollateProperty, "collation", lambda e: charset_name(e.this)),
+    (exp.SchemaCommentProperty, "comment", lambda e: literal_text(e.this)),
+    (exp.TemporaryProperty, "temporary", _true),
+    (exp.LikeProperty, "like", lambda e: e.this),
+)
+
+
 def column_spec(cd: exp.ColumnDef) -> ColumnSpec:
     name = ident(cd.this)
     kind = cd.args.get("kind")
@@ -131,33 +169,10 @@ def column_spec(cd: exp.ColumnDef) -> ColumnSpec:
     base, unsigned, params, values = _data_type(kind)
     kw: dict[str, Any] = {}
     for c in cd.constraints:
-        k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
-        if isinstance(k, exp.NotNullColumnConstraint):
-            kw["nullable"] = bool(k.args.get("allow_null"))
-        elif isinstance(k, exp.DefaultColumnConstraint):
-            kw["default"] = default_text(k.this)
-        elif isinstance(k, exp.AutoIncrementColumnConstraint):
-            kw["auto_increment"] = True
-        elif isinstance(k, exp.CommentColumnConstraint):
-            kw["comment"] = literal_text(k.this)
-        elif isinstance(k, exp.CharacterSetColumnConstraint):
-            kw["charset"] = charset_name(k.this)
-        elif isinstance(k, exp.CollateColumnConstraint):
-            kw["collation"] = charset_name(k.this)
-        elif isinstance(k, exp.BinaryColumnConstraint):
-            kw["binary"] = True
-        elif isinstance(k, exp.PrimaryKeyColumnConstraint):
-            kw["primary_key"] = True
-        elif isinstance(k, exp.UniqueColumnConstraint):
-            kw["unique"] = True
-        elif isinstance(k, exp.ComputedColumnConstraint | exp.GeneratedAsIdentityColumnConstraint):
-            kw["generated"] = True
-        elif isinstance(k, exp.ZeroFillColumnConstraint):
-            kw["zerofill"] = True
-            unsigned = True
-        elif isinstance(k, exp.OnUpdateColumnConstraint):
-            kw["on_update"] = default_text(k.this)
         # CHECK, REFERENCES, INVISIBLE, COLUMN_FORMAT, STORAGE ...: no effect on the row image
+        _read_into(kw, c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c, _CONSTRAINT_READERS)
+    if kw.get("zerofill"):
+        unsigned = True
     if "charset" in kw and kw["charset"] == "binary" and base in ("char", "varchar", "tinytext", "text",
                                                                   "mediumtext", "longtext"):
         base = {"char": "binary", "varchar": "varbinary", "tinytext": "tinyblob", "text": "blob",
@@ -229,15 +244,6 @@ def table_properties(props: exp.Properties | None) -> dict[str, Any]:
     if props is None:
         return out
     for p in props.expressions:
-        if isinstance(p, exp.CharacterSetProperty):
-            out["charset"] = charset_name(p.this)
-        elif isinstance(p, exp.CollateProperty):
-            out["collation"] = charset_name(p.this)
-        elif isinstance(p, exp.SchemaCommentProperty):
-            out["comment"] = literal_text(p.this)
-        elif isinstance(p, exp.TemporaryProperty):
-            out["temporary"] = True
-        elif isinstance(p, exp.LikeProperty):
-            out["like"] = p.this
+        _read_into(out, p, _PROPERTY_READERS)
     return out
 
