@@ -172,11 +172,9 @@ class SchemaModel:
         coll = C.collation_name(coll, cs)
         if coll and not cs:
             cs = C.charset_of(coll) or dcs
-        if cs and not coll:
-            coll = C.default_collation(cs)
         if not cs:
             return dcs, dcoll
-        return cs, coll  # type: ignore[return-value]
+        return cs, coll or C.default_collation(cs)
 
     # ---- columns ------------------------------------------------------------------------------
 
@@ -267,12 +265,9 @@ class SchemaModel:
         coll = C.collation_name(spec.collation, cs or tcs)
         if coll and not cs:
             cs = C.charset_of(coll)
-        if cs and not coll:
-            coll = C.bin_collation(cs) if spec.binary else C.default_collation(cs)
         if not cs:
-            cs = tcs
-            coll = C.bin_collation(cs) if spec.binary else tcoll
-        return cs, coll  # type: ignore[return-value]
+            return tcs, C.bin_collation(tcs) if spec.binary else tcoll
+        return cs, coll or (C.bin_collation(cs) if spec.binary else C.default_collation(cs))
 
     # ---- tables -------------------------------------------------------------------------------
 
