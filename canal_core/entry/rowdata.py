@@ -113,6 +113,7 @@ def _encode_image(plans: Sequence[ColPlan], image: Sequence[Any], key: bytes, mo
     out: list[bytes] = []
     append = out.append
     fill = texts is not None and mode != COMPARE
+    known: dict[int, str | None] = {} if texts is None else texts
     for plan, v in zip(plans, image, strict=False):
         if v is ABSENT:
             continue
@@ -123,14 +124,14 @@ def _encode_image(plans: Sequence[ColPlan], image: Sequence[Any], key: bytes, mo
             st, text = plan.fmt(v)
             pre = plan.pre.get(st) or plan.prefix(st)
         if fill:
-            texts[plan.index] = text  # type: ignore[index]
+            known[plan.index] = text
         if mode == NOT_UPDATED:
             upd = b""
         elif mode == ALL_UPDATED:
             upd = _UPDATED
         else:
             i = plan.index
-            upd = b"" if (i in texts and texts[i] == text) else _UPDATED  # type: ignore[operator,index]
+            upd = b"" if (i in known and known[i] == text) else _UPDATED
         if text is None:
             body = b"".join((pre, upd, _ISNULL_TRUE, plan.tail))
         elif text:
