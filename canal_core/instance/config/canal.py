@@ -100,6 +100,7 @@ class CanalConfig:
         if values["server_mode"] is not ServerMode.TCP:
             warnings.append(f"{path}: canal.serverMode = {values['server_mode']}: canal-core serves tcp only")
 
+        # instance_defaults are read through this config itself: set once it exists
         partial = cls(conf_file=path, conf_dir=conf_dir, **values, instance_defaults=None,  # type: ignore[arg-type]
                       raw=props.values(), _props=props, _layers=layers, _warnings=tuple(warnings))
         defaults = InstanceConfig._load(partial, "", None)
