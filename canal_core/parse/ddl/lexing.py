@@ -1,6 +1,6 @@
 """Tokens of a DDL statement: sqlglot's MySQL dialect extended for MariaDB (user-defined type names such
 as INET6 and POINT, REAL = DOUBLE, FLOAT UNSIGNED, PERSISTENT generated columns), the token rewrites
-sqlglot cannot do (NATIONAL CHAR, LONG VARBINARY, COMPRESSED), and the helpers the statement readers
+sqlglot cannot do (NATIONAL CHAR, LONG VARBINARY, COMPRESSED), and the token functions the statement readers
 walk tokens with."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class _NoCommandFallbackWarnings(logging.Filter):
 
 logging.getLogger("sqlglot").addFilter(_NoCommandFallbackWarnings())
 
-# ---- token helpers ---------------------------------------------------------------------------------
+# ---- walking tokens ----------------------------------------------------------------------------------
 
 _PUNCT = {TokenType.COMMA, TokenType.L_PAREN, TokenType.R_PAREN, TokenType.SEMICOLON, TokenType.DOT,
           TokenType.EQ}
