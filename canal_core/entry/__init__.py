@@ -1,8 +1,10 @@
 """Canal's Entry model: protobuf definitions (``proto``), conversion of decoded binlog events into
-entries (``convert``) and the ``CanalEntry`` wrapper that carries the serialized entry together with
-its position and the typed rows (``model``)."""
+entries (``convert``; column texts in ``columns``, row image bytes in ``rowdata`` and ``rowcodegen``) and
+the ``CanalEntry`` wrapper that carries the serialized entry together with its position and the typed
+rows (``model``)."""
 
-from .convert import EntryConverter, GtidInfo, JavaTypes, classify_query
+from .columns import JavaTypes
+from .convert import EntryConverter, GtidInfo, classify_query
 from .model import (
     ENTRY_GTIDLOG,
     ENTRY_HEARTBEAT,

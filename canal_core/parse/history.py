@@ -12,16 +12,8 @@ all precede P, plus the records after that snapshot and before P, in recorded or
 Positions compare by (binlog file sequence number, offset) when both carry a file name, else by
 timestamp; a history follows one source (after a switch to another server, rebuild it).
 
-Store layout (``FileHistoryStore``, one directory per destination)::
-
-    history.jsonl                  one JSON object per line, appended and fsynced per DDL:
-                                   {"seq", "position": EntryPosition JSON (Canal's field names),
-                                    "schema": session default schema, "sql", "result": DdlResult fields,
-                                    "recorded_at": ms}
-    snapshots/snapshot-<seq>-<ms>.json
-                                   {"seq", "position", "taken_at": ms, "model": SchemaModel.to_dict()}
-                                   written to a temporary file, fsynced, then renamed
-    meta.json                      {"format": 1, "source": {...}} (who to rebuild from)
+Where a history is kept: ``history_store`` (which describes the file layout); a TABLE_MAP checked against
+the history: ``table_map_check``; the live server's schema a history starts from: ``server_schema``.
 
 Snapshots follow Canal's canal.instance.tsdb.snapshot.interval (hours, default 24: ``maybe_snapshot``
 takes one when that long has passed since the last and DDL happened since) and .expire (hours, default
@@ -31,19 +23,17 @@ are compacted away).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from ..binlog.constants import ColumnType as T
 from ..binlog.tablemap import ColumnHint, TableDef
 from . import ddl as D
+from .history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from .model import (
     EVENT_QUERY,
     DdlResult,
@@ -54,13 +44,13 @@ from .model import (
     UnknownTableError,
     UnparsableDdlError,
 )
-from .position import write_atomically
 from .schema import SchemaApplyError, SchemaModel
+from .server_schema import read_server_schema
+from .table_map_check import table_map_differences
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-SYSTEM_SCHEMAS = frozenset({"information_schema", "performance_schema", "mysql", "sys"})
 REBUILD_COMMAND = "python -m canal_core.parse.history_cli rebuild"
 
 
@@ -91,161 +81,6 @@ def format_position(p: EntryPosition) -> str:
     if p.journal_name:
         return f"{p.journal_name}:{p.position}"
     return f"timestamp {p.timestamp}" + (f" gtid {p.gtid}" if p.gtid else "")
-
-
-# ---- stores ----------------------------------------------------------------------------------------
-
-
-class HistoryStore(Protocol):
-    """Where a schema history lives. Records are dicts with an increasing ``seq``."""
-
-    def append(self, record: dict[str, Any]) -> None: ...
-    def records(self) -> Iterator[dict[str, Any]]: ...
-    def write_snapshot(self, snapshot: dict[str, Any]) -> str: ...
-    def snapshots(self) -> list[dict[str, Any]]: ...  # metadata: id, seq, position, taken_at
-    def read_snapshot(self, snapshot_id: str) -> dict[str, Any]: ...
-    def delete_snapshot(self, snapshot_id: str) -> None: ...
-    def compact(self, up_to_seq: int) -> None: ...  # forget records with seq <= up_to_seq
-    def read_meta(self) -> dict[str, Any]: ...
-    def write_meta(self, meta: dict[str, Any]) -> None: ...
-
-
-class MemoryHistoryStore:
-    def __init__(self) -> None:
-        self._records: list[dict[str, Any]] = []
-        self._snaps: dict[str, dict[str, Any]] = {}
-        self._meta: dict[str, Any] = {}
-
-    def append(self, record: dict[str, Any]) -> None:
-        self._records.append(json.loads(json.dumps(record)))
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        return iter(list(self._records))
-
-    def write_snapshot(self, snapshot: dict[str, Any]) -> str:
-        sid = f"snapshot-{snapshot['seq']:010d}-{snapshot['taken_at']}-{len(self._snaps)}"
-        self._snaps[sid] = json.loads(json.dumps(snapshot))
-        return sid
-
-    def snapshots(self) -> list[dict[str, Any]]:
-        return [{"id": k, "seq": v["seq"], "position": v["position"], "taken_at": v["taken_at"]}
-                for k, v in self._snaps.items()]
-
-    def read_snapshot(self, snapshot_id: str) -> dict[str, Any]:
-        return self._snaps[snapshot_id]
-
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        self._snaps.pop(snapshot_id, None)
-
-    def compact(self, up_to_seq: int) -> None:
-        self._records = [r for r in self._records if r["seq"] > up_to_seq]
-
-    def read_meta(self) -> dict[str, Any]:
-        return dict(self._meta)
-
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        self._meta = dict(meta)
-
-
-class FileHistoryStore:
-    """The history as files under one directory (see the module docstring)."""
-
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "snapshots").mkdir(exist_ok=True)
-        self.history_path = self.dir / "history.jsonl"
-        self._snap_meta: dict[str, dict[str, Any]] | None = None
-        self._repair_tail()
-
-    def _repair_tail(self) -> None:
-        """Cut a torn last line (a crash during append) so that the next append starts a new line."""
-        if not self.history_path.exists():
-            return
-        with open(self.history_path, "rb+") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            if size == 0:
-                return
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return
-            back = min(size, 1 << 20)
-            f.seek(size - back)
-            tail = f.read(back)
-            cut = tail.rfind(b"\n")
-            keep = size - back + cut + 1 if cut >= 0 else 0
-            log.warning("%s: cutting a torn last line (%d bytes)", self.history_path, size - keep)
-            f.truncate(keep)
-            f.flush()
-            os.fsync(f.fileno())
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        with open(self.history_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        if not self.history_path.exists():
-            return
-        with open(self.history_path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    # a torn last line (crash during append) is ignored; anything else is corruption
-                    rest = f.read()
-                    if rest.strip():
-                        raise SchemaHistoryError(f"{self.history_path}: line {n} is not JSON") from None
-                    log.warning("%s: ignoring a torn last line %d", self.history_path, n)
-                    return
-
-    def _write_atomic(self, path: Path, data: Any) -> None:
-        write_atomically(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-
-    def write_snapshot(self, snapshot: dict[str, Any]) -> str:
-        sid = f"snapshot-{snapshot['seq']:010d}-{snapshot['taken_at']}"
-        self._write_atomic(self.dir / "snapshots" / f"{sid}.json", snapshot)
-        self._snap_meta = None
-        return sid
-
-    def snapshots(self) -> list[dict[str, Any]]:
-        if self._snap_meta is None:
-            meta = {}
-            for p in sorted((self.dir / "snapshots").glob("snapshot-*.json")):
-                with open(p, encoding="utf-8") as f:
-                    d = json.load(f)
-                meta[p.stem] = {"id": p.stem, "seq": d["seq"], "position": d["position"], "taken_at": d["taken_at"]}
-            self._snap_meta = meta
-        return list(self._snap_meta.values())
-
-    def read_snapshot(self, snapshot_id: str) -> dict[str, Any]:
-        with open(self.dir / "snapshots" / f"{snapshot_id}.json", encoding="utf-8") as f:
-            return json.load(f)
-
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        (self.dir / "snapshots" / f"{snapshot_id}.json").unlink(missing_ok=True)
-        self._snap_meta = None
-
-    def compact(self, up_to_seq: int) -> None:
-        keep = [r for r in self.records() if r["seq"] > up_to_seq]
-        lines = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in keep)
-        write_atomically(self.history_path, lines.encode("utf-8"))
-
-    def read_meta(self) -> dict[str, Any]:
-        p = self.dir / "meta.json"
-        if not p.exists():
-            return {}
-        with open(p, encoding="utf-8") as f:
-            return json.load(f)
-
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        self._write_atomic(self.dir / "meta.json", meta)
 
 
 # ---- the history -----------------------------------------------------------------------------------
@@ -592,154 +427,3 @@ class SchemaHistory:
         return [{"seq": r.seq, "position": r.position.to_json_dict(), "schema": r.schema, "sql": r.sql,
                  "result": r.result} for r in self._records]
 
-
-# ---- TABLE_MAP vs model ----------------------------------------------------------------------------
-
-_BLOB_PACK = {"tinytext": 1, "tinyblob": 1, "text": 2, "blob": 2, "mediumtext": 3, "mediumblob": 3,
-              "longtext": 4, "longblob": 4}
-_BINLOG_TYPES: dict[str, frozenset[int]] = {
-    "tinyint": frozenset({T.TINY}), "smallint": frozenset({T.SHORT}), "mediumint": frozenset({T.INT24}),
-    "int": frozenset({T.LONG}), "bigint": frozenset({T.LONGLONG}), "float": frozenset({T.FLOAT}),
-    "double": frozenset({T.DOUBLE}), "decimal": frozenset({T.NEWDECIMAL, T.DECIMAL}),
-    "year": frozenset({T.YEAR}), "date": frozenset({T.DATE, T.NEWDATE}), "time": frozenset({T.TIME, T.TIME2}),
-    "datetime": frozenset({T.DATETIME, T.DATETIME2}), "timestamp": frozenset({T.TIMESTAMP, T.TIMESTAMP2}),
-    "bit": frozenset({T.BIT}),
-    "varchar": frozenset({T.VARCHAR, T.VAR_STRING, 140}), "varbinary": frozenset({T.VARCHAR, T.VAR_STRING, 140}),
-    "char": frozenset({T.STRING}), "binary": frozenset({T.STRING}),
-    "uuid": frozenset({T.STRING}), "inet6": frozenset({T.STRING}), "inet4": frozenset({T.STRING}),
-    "enum": frozenset({T.ENUM, T.STRING}), "set": frozenset({T.SET, T.STRING}),
-    "json": frozenset({T.JSON}),
-}
-_BLOBS = frozenset({T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, 141})
-_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
-_NUM_RE = re.compile(r"\((\d+)(?:,(\d+))?\)")
-
-
-def table_map_differences(meta: TableMeta, tdef: TableDef) -> list[str]:
-    """What a TABLE_MAP says that the history's definition contradicts (empty: they agree)."""
-    from .schema import GEOMETRY_TYPES
-
-    cols = tdef.columns
-    if len(cols) != len(meta.columns):
-        return [f"the binlog has {len(cols)} columns, the history {len(meta.columns)} "
-                f"({', '.join(c.name for c in meta.columns)})"]
-    out: list[str] = []
-    for c, m in zip(cols, meta.columns, strict=True):
-        label = f"column {c.index + 1} ({m.name})"
-        dt = m.data_type
-        if dt == "":
-            continue  # CREATE ... SELECT column of unknown type: anything goes
-        if c.name is not None and c.name.lower() != m.name.lower():
-            out.append(f"{label}: the binlog names it {c.name!r}")
-            continue
-        if dt in _BLOB_PACK:
-            if c.type not in _BLOBS:
-                out.append(f"{label}: binlog type {c.type_name}, the history says {m.column_type}")
-            elif c.type == T.BLOB and c.length and c.length != _BLOB_PACK[dt]:
-                out.append(f"{label}: binlog BLOB with {c.length}-byte lengths, the history says {m.column_type}")
-            continue
-        if dt in GEOMETRY_TYPES:
-            if c.type != T.GEOMETRY:
-                out.append(f"{label}: binlog type {c.type_name}, the history says {m.column_type}")
-            continue
-        allowed = _BINLOG_TYPES.get(dt)
-        if allowed is None:
-            continue
-        if c.type not in allowed:
-            out.append(f"{label}: binlog type {c.type_name}, the history says {m.column_type}")
-            continue
-        if dt == "decimal" and c.precision:
-            mm = _NUM_RE.search(m.column_type)
-            if mm and (int(mm.group(1)), int(mm.group(2) or 0)) != (c.precision, c.scale):
-                out.append(f"{label}: binlog decimal({c.precision},{c.scale}), the history says {m.column_type}")
-        elif dt in ("time", "datetime", "timestamp") and c.type in (T.TIME2, T.DATETIME2, T.TIMESTAMP2):
-            mm = _NUM_RE.search(m.column_type)
-            fsp = int(mm.group(1)) if mm else 0
-            if fsp != c.fsp:
-                out.append(f"{label}: binlog fractional seconds {c.fsp}, the history says {m.column_type}")
-        elif dt == "bit":
-            mm = _NUM_RE.search(m.column_type)
-            if mm and c.bits and int(mm.group(1)) != c.bits:
-                out.append(f"{label}: binlog bit({c.bits}), the history says {m.column_type}")
-        if tdef.has_optional_metadata and dt in _INTEGER_TYPES and c.unsigned != m.unsigned:
-            out.append(f"{label}: the binlog says {'unsigned' if c.unsigned else 'signed'}, the history says "
-                       f"{m.column_type}")
-        if dt == "enum" and c.enum_values is not None and m.enum_values is not None \
-                and tuple(c.enum_values) != tuple(m.enum_values):
-            out.append(f"{label}: binlog ENUM values {list(c.enum_values)}, the history says {m.column_type}")
-        if dt == "set" and c.set_values is not None and m.set_values is not None \
-                and tuple(c.set_values) != tuple(m.set_values):
-            out.append(f"{label}: binlog SET values {list(c.set_values)}, the history says {m.column_type}")
-    return out
-
-
-# ---- reading a live server -------------------------------------------------------------------------
-
-
-def _scalar(cur: Any, sql: str) -> Any:
-    cur.execute(sql)
-    row = cur.fetchone()
-    return _text(row[0]) if row else None
-
-
-def _text(v: Any) -> Any:
-    return v.decode() if isinstance(v, bytes | bytearray) else v
-
-
-def read_server_schema(conn: Any, position: EntryPosition | None = None,
-                       schemas: list[str] | tuple[str, ...] | None = None, *,
-                       server_version: int = D.DEFAULT_SERVER_VERSION) -> tuple[SchemaModel, EntryPosition]:
-    """The live server's schema as a SchemaModel (SHOW CREATE DATABASE / TABLE through a PyMySQL
-    connection), and the position it is labelled with (SHOW MASTER STATUS when not given)."""
-    with conn.cursor() as cur:
-        version = str(_scalar(cur, "SELECT @@version") or "")
-        flavor = "mariadb" if "mariadb" in version.lower() else "mysql"
-        edt = _scalar(cur, "SELECT @@explicit_defaults_for_timestamp")
-        model = SchemaModel(charset=str(_scalar(cur, "SELECT @@character_set_server")),
-                            collation=str(_scalar(cur, "SELECT @@collation_server")),
-                            explicit_defaults_for_timestamp=str(edt) in ("1", "ON", "on"),
-                            lower_case_table_names=int(_scalar(cur, "SELECT @@lower_case_table_names") or 0),
-                            flavor=flavor)
-        if position is None:
-            try:
-                cur.execute("SHOW MASTER STATUS")
-            except Exception:  # MySQL 8.4+
-                cur.execute("SHOW BINARY LOG STATUS")
-            row = cur.fetchone()
-            if not row:
-                raise SchemaHistoryError("the server has no binary log (SHOW MASTER STATUS is empty)")
-            sid = int(_scalar(cur, "SELECT @@server_id") or 0)
-            position = EntryPosition(journal_name=_text(row[0]), position=int(row[1]), server_id=sid,
-                                     timestamp=int(time.time() * 1000))
-        cur.execute("SHOW DATABASES")
-        all_dbs = [_text(r[0]) for r in cur.fetchall()]
-        dbs = [d for d in all_dbs if (d in schemas if schemas else d.lower() not in SYSTEM_SCHEMAS)]
-        for db in dbs:
-            q = "`" + db.replace("`", "``") + "`"
-            cur.execute(f"SHOW CREATE DATABASE {q}")
-            row = cur.fetchone()
-            parsed = D.parse_ddl(_text(row[1]), db, server_version=server_version)
-            model.apply(parsed)
-            cur.execute(f"SHOW FULL TABLES FROM {q}")
-            tables = [(_text(r[0]), _text(r[1])) for r in cur.fetchall()]
-            for name, kind in tables:
-                if kind not in ("BASE TABLE", "SEQUENCE", "SYSTEM VERSIONED"):
-                    continue
-                tq = "`" + name.replace("`", "``") + "`"
-                try:
-                    cur.execute(f"SHOW CREATE TABLE {q}.{tq}")
-                except Exception as e:  # dropped meanwhile
-                    log.warning("SHOW CREATE TABLE %s.%s failed: %s", db, name, e)
-                    continue
-                row = cur.fetchone()
-                create = _text(row[1])
-                if kind == "SEQUENCE":
-                    model.apply(D.parse_ddl(f"CREATE SEQUENCE {q}.{tq}", db))
-                    continue
-                parsed = D.parse_ddl(create, db, server_version=server_version)
-                if not parsed.parsed:
-                    log.warning("schema history bootstrap: cannot parse SHOW CREATE TABLE %s.%s (%s); the "
-                                "table is left out of the history", db, name, parsed.error)
-                    continue
-                model.apply(parsed)
-    return model, position

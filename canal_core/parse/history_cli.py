@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .ddl import parse_ddl
-from .history import FileHistoryStore, SchemaHistory, format_position
+from .history import SchemaHistory, format_position
+from .history_store import FileHistoryStore
 from .model import EntryPosition
 
 
@@ -105,7 +106,9 @@ def rebuild(args: argparse.Namespace) -> int:
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT @@server_id")
-            server_id = int(cur.fetchone()[0])
+            row = cur.fetchone()
+            assert row is not None  # a SELECT of a variable always returns one row
+            server_id = int(row[0])
         position = EntryPosition(journal_name=at.journal_name, position=at.position, server_id=server_id,
                                  timestamp=int(time.time() * 1000))
         data_dir = Path(args.data_dir)

@@ -68,8 +68,8 @@ _DML_EVENT_TYPES = frozenset({EVENT_INSERT, EVENT_UPDATE, EVENT_DELETE})
 class BatchMode(enum.Enum):
     """canal.instance.memory.batch.mode: what a get's batch size counts."""
 
-    ITEMSIZE = "ITEMSIZE"  # events
     MEMSIZE = "MEMSIZE"  # units of canal.instance.memory.buffer.memunit bytes
+    ITEMSIZE = "ITEMSIZE"  # events
 
 
 class StoreError(RuntimeError):

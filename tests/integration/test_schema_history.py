@@ -30,7 +30,7 @@ from canal_core.binlog import decoder as decoder_module
 from canal_core.binlog import events as E
 from canal_core.mysql import ReplicationConnection
 from canal_core.parse.ddl import parse_ddl
-from canal_core.parse.history import SchemaHistory, position_key, read_server_schema
+from canal_core.parse.history import SchemaHistory, position_key
 from canal_core.parse.model import (
     EntryPosition,
     SchemaMismatchError,
@@ -38,6 +38,7 @@ from canal_core.parse.model import (
     UnparsableDdlError,
 )
 from canal_core.parse.schema import SchemaModel
+from canal_core.parse.server_schema import read_server_schema
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,6 @@ from canal_core.instance.config import (
     KEYS,
     KEYS_BY_NAME,
     SERVER,
-    BatchMode,
     CanalConfig,
     ConfigError,
     HostPort,
@@ -29,6 +28,7 @@ from canal_core.instance.config import (
     meta_mode_for,
     scan_destinations,
 )
+from canal_core.store import BatchMode
 
 REPO = Path(__file__).resolve().parents[2]
 

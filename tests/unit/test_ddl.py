@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from canal_core.parse import ddl as D
+from canal_core.parse.collations import COLLATIONS
 from canal_core.parse.ddl import parse_ddl, unwrap_executable_comments
 from canal_core.parse.model import (
     EVENT_ALTER,
@@ -20,7 +21,7 @@ from canal_core.parse.model import (
     EVENT_TRUNCATE,
     EVENT_UPDATE,
 )
-from canal_core.parse.schema import COLLATIONS, SchemaApplyError, SchemaModel
+from canal_core.parse.schema import SchemaApplyError, SchemaModel
 
 # (sql, default schema) -> (Canal event type, schema, table)
 CLASSIFY = [

@@ -1,5 +1,5 @@
-"""Differential test of the generated row encoders (entry/convert.py ``_build_encoder``) against the
-generic per-column path (``_encode_rows``), which stays the reference: random rows per column type,
+"""Differential test of the generated row encoders (entry/rowcodegen.py ``build_encoder``) against the
+generic per-column path (``rowdata.encode_rows``), which stays the reference: random rows per column type,
 NULL and ABSENT values, values of unusual Python types (which the generated code hands to the column's
 formatter), UPDATE images that differ or not, and time zones must all give identical bytes."""
 
@@ -19,9 +19,10 @@ from canal_core.binlog import events as E
 from canal_core.binlog.constants import ColumnType as CT
 from canal_core.binlog.rows import ABSENT
 from canal_core.binlog.tablemap import Column, TableDef
-from canal_core.entry import EntryConverter, convert
-from canal_core.entry.convert import _encode_rows, _TablePlan
+from canal_core.entry import EntryConverter, rowcodegen
 from canal_core.entry.proto import EntryProtocol_pb2 as pb
+from canal_core.entry.rowcodegen import TablePlan
+from canal_core.entry.rowdata import encode_rows
 from canal_core.parse.model import EVENT_DELETE, EVENT_INSERT, EVENT_UPDATE, ColumnMeta, TableMeta
 
 Gen = Callable[[random.Random], Any]
@@ -183,7 +184,7 @@ ZONES = ["UTC", "America/New_York", "Asia/Kolkata", None]
 @pytest.fixture(autouse=True)
 def generate_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Use the generated encoder from the first row on (normally after _GENERATE_AFTER_ROWS)."""
-    monkeypatch.setattr(convert, "_GENERATE_AFTER_ROWS", 0)
+    monkeypatch.setattr(rowcodegen, "GENERATE_AFTER_ROWS", 0)
 
 
 def table(cols: list[Column], metas: list[ColumnMeta | None]) -> tuple[TableDef, TableMeta | None]:
@@ -216,12 +217,12 @@ def check(tdef: TableDef, meta: TableMeta | None, tz: str | None, rows: dict[int
     """Row by row (a value the formatter rejects must fail the same way), then the rows that encode
     as one event."""
     plan = EntryConverter(timezone=tz)._plan(tdef, meta)
-    assert isinstance(plan, _TablePlan)
+    assert isinstance(plan, TablePlan)
     for et, rs in rows.items():
         good, want = [], []
         for row in rs:
             try:
-                expected = _encode_rows(plan.cols, et, [row])
+                expected = encode_rows(plan.cols, et, [row])
             except Exception as e:
                 with pytest.raises(type(e)):
                     plan.encode(et, [row])
@@ -263,7 +264,7 @@ def test_rows_of_another_length_fall_back() -> None:
 
 
 def test_converter_generates_encoders_for_busy_layouts_and_shares_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(convert, "_GENERATE_AFTER_ROWS", 64)
+    monkeypatch.setattr(rowcodegen, "GENERATE_AFTER_ROWS", 64)
     col = SPECS["varchar"][0]
     cm = ColumnMeta("busy", "varchar", "varchar(100)", **U8)  # a layout no other test has encoded
     tdef, meta = table([col], [cm])

@@ -12,15 +12,10 @@ import pytest
 from canal_core.binlog.constants import ColumnType as T
 from canal_core.binlog.tablemap import Column, TableDef
 from canal_core.parse.ddl import parse_ddl
-from canal_core.parse.history import (
-    FileHistoryStore,
-    MemoryHistoryStore,
-    SchemaHistory,
-    position_key,
-    table_map_differences,
-)
+from canal_core.parse.history import SchemaHistory, position_key
 from canal_core.parse.history_cli import main as cli_main
 from canal_core.parse.history_cli import parse_at
+from canal_core.parse.history_store import FileHistoryStore, MemoryHistoryStore
 from canal_core.parse.model import (
     EVENT_ALTER,
     EVENT_QUERY,
@@ -31,6 +26,7 @@ from canal_core.parse.model import (
     UnparsableDdlError,
 )
 from canal_core.parse.schema import SchemaModel
+from canal_core.parse.table_map_check import table_map_differences
 
 
 def P(pos: int, file: str = "mysql-bin.000001", **kw: Any) -> EntryPosition:
