@@ -132,7 +132,7 @@ class EmbeddedCanalSource(CanalSource):
     _registry: dict[tuple[Any, ...], Any] = {}
 
     def __init__(self, config: PipelineConfig) -> None:
-        from canal_core.meta import ClientIdentity
+        from canal_core.protocol.identity import ClientIdentity
 
         self.config = config
         self.client = ClientIdentity(config.destination, config.canal.client_id)
@@ -401,7 +401,7 @@ class RemoteCanalSource(CanalSource):
         return self._epoch
 
     def get_window(self, max_rows: int, max_bytes: int, max_wait: float) -> FetchedWindow:
-        from canal_core.entry.proto import EntryProtocol_pb2 as ep
+        from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 
         out = FetchedWindow()
         deadline = time.monotonic() + max(0.0, max_wait)

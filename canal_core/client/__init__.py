@@ -5,7 +5,7 @@ an address source such as ZooKeeper discovery). Both have the shape of Canal's J
 connect, disconnect, check_valid, subscribe, unsubscribe, get, get_without_ack, ack, rollback.
 """
 
-from ..server.codec import TimeUnit
+from ..protocol.codec import TimeUnit
 from .connector import (
     Address,
     AddressSource,

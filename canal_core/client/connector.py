@@ -28,11 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..entry.proto import CanalProtocol_pb2 as cp
-from ..entry.proto import EntryProtocol_pb2 as ep
-from ..server import codec
-from ..server.auth import scramble
-from ..server.codec import TimeUnit
+from ..protocol import codec
+from ..protocol.auth import scramble
+from ..protocol.codec import TimeUnit
+from ..protocol.errors import CanalError
+from ..protocol.proto import CanalProtocol_pb2 as cp
+from ..protocol.proto import EntryProtocol_pb2 as ep
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ Address = tuple[str, int]
 T = TypeVar("T")
 
 
-class CanalClientError(Exception):
+class CanalClientError(CanalError):
     """A request failed. ``code``: the server's error code (400, 401, 402), 0 when the failure is on this
     side; ``message``: the server's text. ``stale``: the error may answer an earlier ack/rollback (see the
     module doc); the connection has been dropped."""

@@ -27,15 +27,10 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from ..meta.zookeeper import (
-    DEFAULT_SESSION_TIMEOUT_MS,
-    ZkTarget,
-    client_path,
-    client_running_path,
-    encode_client_running,
-    split_address,
-)
-from ..server.running import DEFAULT_DELAY_S, RunningMonitor
+from ..meta.election import DEFAULT_DELAY_S, RunningMonitor
+from ..meta.zkclient import DEFAULT_SESSION_TIMEOUT_MS, ZkTarget
+from ..meta.zkpayload import encode_client_running, split_address
+from ..protocol.zkpaths import client_path, client_running_path
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 entries (``convert``) and the ``CanalEntry`` wrapper that carries the serialized entry together with
 its position and the typed rows (``model``)."""
 
-from .convert import EntryConverter, GtidInfo, JavaTypes, classify_query
+from .convert import EntryConverter, JavaTypes, classify_query
 from .model import (
     ENTRY_GTIDLOG,
     ENTRY_HEARTBEAT,
@@ -20,7 +20,6 @@ __all__ = [
     "ENTRY_TRANSACTIONEND",
     "CanalEntry",
     "EntryConverter",
-    "GtidInfo",
     "JavaTypes",
     "classify_query",
 ]

@@ -7,23 +7,18 @@ from .errors import BatchNotExistError, BatchOrderError, CanalMetaError, MetaSto
 from .file import META_FILE_NAME, FileMixedMetaManager
 from .ledger import BatchLedger, meta_position_manager
 from .manager import MemoryMetaManager, MetaManager
-from .model import DEFAULT_CLIENT_ID, ClientIdentity, PositionRange, decode_meta_file, encode_meta_file
-from .zookeeper import (
-    Fence,
-    FencedError,
-    PeriodMixedMetaManager,
-    ZooKeeperMetaManager,
-    ZooKeeperPositionManager,
-)
+from .model import PositionRange, decode_meta_file, encode_meta_file
+from .period_mixed import PeriodMixedMetaManager
+from .zkfence import Fence, FencedError
+from .zkposition import ZooKeeperPositionManager
+from .zookeeper import ZooKeeperMetaManager
 
 __all__ = [
-    "DEFAULT_CLIENT_ID",
     "META_FILE_NAME",
     "BatchLedger",
     "BatchNotExistError",
     "BatchOrderError",
     "CanalMetaError",
-    "ClientIdentity",
     "Fence",
     "FencedError",
     "FileMixedMetaManager",

@@ -43,11 +43,11 @@ from typing import Any, Protocol
 
 from ..binlog.constants import ColumnType as T
 from ..binlog.tablemap import ColumnHint, TableDef
+from ..protocol.position import EntryPosition
 from . import ddl as D
 from .model import (
     EVENT_QUERY,
     DdlResult,
-    EntryPosition,
     SchemaHistoryError,
     SchemaMismatchError,
     TableMeta,

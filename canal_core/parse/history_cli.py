@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..protocol.position import EntryPosition
 from .ddl import parse_ddl
 from .history import FileHistoryStore, SchemaHistory, format_position
-from .model import EntryPosition
 
 
 def parse_at(text: str) -> EntryPosition:

@@ -27,14 +27,15 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from .model import LogPosition
+from ..protocol.errors import CanalError
+from ..protocol.position import LogPosition
 
 log = logging.getLogger(__name__)
 
 PARSE_FILE_NAME = "parse.dat"
 
 
-class PositionStoreError(Exception):
+class PositionStoreError(CanalError):
     """A position could not be read or written; the message names the destination and the place."""
 
 

@@ -46,8 +46,9 @@ from ..parse.model import (
     EVENT_RENAME,
     EVENT_TRUNCATE,
     EVENT_UPDATE,
-    EntryPosition,
 )
+from ..protocol.errors import CanalError
+from ..protocol.position import EntryPosition
 
 KEY_BUFFER_SIZE = "canal.instance.memory.buffer.size"
 KEY_MEM_UNIT = "canal.instance.memory.buffer.memunit"
@@ -72,7 +73,7 @@ class BatchMode(enum.Enum):
     MEMSIZE = "MEMSIZE"  # units of canal.instance.memory.buffer.memunit bytes
 
 
-class StoreError(RuntimeError):
+class StoreError(CanalError, RuntimeError):
     """A store operation that cannot be done (e.g. Canal's "no match ack position")."""
 
 

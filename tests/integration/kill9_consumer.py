@@ -9,8 +9,8 @@ import sys
 import time
 
 from canal_core.entry.model import CanalEntry
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.controller import CanalController
 
 

@@ -14,7 +14,8 @@ import pytest
 from canal_core.entry.model import CanalEntry
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
-from canal_core.meta import BatchNotExistError, BatchOrderError, ClientIdentity
+from canal_core.meta import BatchNotExistError, BatchOrderError
+from canal_core.protocol.identity import ClientIdentity
 from canal_core.server.embedded import CanalServerWithEmbedded
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,7 @@ def _ids(msg_entries: list[bytes]) -> list[int]:
     for raw in msg_entries:
         e = CanalEntry.from_bytes(raw).entry
         if e.entryType == ROWDATA:
-            from canal_core.entry.proto import EntryProtocol_pb2 as pb
+            from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
             rc = pb.RowChange.FromString(e.storeValue)
             for rd in rc.rowDatas:

@@ -15,10 +15,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from canal_core.entry.model import CanalEntry
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.metrics import MetricsServer
 

@@ -30,10 +30,10 @@ from canal_core.client import (
     SimpleConnector,
     TimeUnit,
 )
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
 from canal_core.instance.config import ConfigError
-from canal_core.server.auth import scramble, stored_hash
+from canal_core.protocol.auth import scramble, stored_hash
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from canal_core.server.controller import CanalController
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.tcp import CanalTcpServer

@@ -21,8 +21,8 @@ from canal_core.binlog.rows import ABSENT
 from canal_core.binlog.tablemap import Column, TableDef
 from canal_core.entry import EntryConverter, convert
 from canal_core.entry.convert import _encode_rows, _TablePlan
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.parse.model import EVENT_DELETE, EVENT_INSERT, EVENT_UPDATE, ColumnMeta, TableMeta
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 Gen = Callable[[random.Random], Any]
 UTC = dt.UTC

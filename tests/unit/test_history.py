@@ -24,13 +24,13 @@ from canal_core.parse.history_cli import parse_at
 from canal_core.parse.model import (
     EVENT_ALTER,
     EVENT_QUERY,
-    EntryPosition,
     SchemaHistoryError,
     SchemaMismatchError,
     UnknownTableError,
     UnparsableDdlError,
 )
 from canal_core.parse.schema import SchemaModel
+from canal_core.protocol.position import EntryPosition
 
 
 def P(pos: int, file: str = "mysql-bin.000001", **kw: Any) -> EntryPosition:
