@@ -55,7 +55,7 @@ _MALFORMED = (struct.error, IndexError, ValueError, UnicodeError, LookupError, z
               OverflowError, TypeError, MemoryError)
 
 # Post-header lengths before any FORMAT_DESCRIPTION_EVENT (only ROTATE can come first, on the wire).
-_DEFAULT_POST_HEADER = {EventType.ROTATE: 8}
+_DEFAULT_POST_HEADER: dict[int, int] = {EventType.ROTATE: 8}
 
 TableFilter = Callable[[str, str], bool]
 SchemaHints = Callable[[str, str], Sequence[ColumnHint] | None]
@@ -256,8 +256,8 @@ class BinlogDecoder:
         for code in (T.LOAD, T.CREATE_FILE, T.APPEND_BLOCK, T.EXEC_LOAD, T.DELETE_FILE, T.NEW_LOAD,
                      T.BEGIN_LOAD_QUERY):
             h[code] = self._load
-        for code in ROWS_EVENTS:
-            h[code] = self._rows
+        for rows_code in ROWS_EVENTS:
+            h[rows_code] = self._rows
         return h
 
     def _query(self, raw: bytes, p: int, end: int, c: dict[str, Any]) -> E.Event:
@@ -276,7 +276,7 @@ class BinlogDecoder:
         data = raw[q:end]
         compressed = tc == EventType.QUERY_COMPRESSED
         if compressed:
-            data = inflate_mariadb(data, self.max_event_size)
+            data = bytes(inflate_mariadb(data, self.max_event_size))
         # statements are logged in the client's charset; utf8 covers the overwhelming majority and
         # undecodable bytes are kept visible rather than dropped
         query = data.decode("utf8", "surrogateescape")

@@ -149,7 +149,7 @@ def _fixed(col: Column, g: _Gen) -> tuple[str, int, str] | None:
     return None
 
 
-class PartialJson(list):  # type: ignore[type-arg]
+class PartialJson(list):
     """JSON diffs of a PARTIAL_UPDATE_ROWS after image that could not be applied because the before
     image does not carry the column (binlog_row_image=MINIMAL): the consumer gets the diffs."""
 
@@ -369,7 +369,7 @@ def build_row_decoder(tdef: TableDef, kind: str, present: bytes, present_after: 
     src = "\n".join(body)
     exec(compile(src, f"<rows {tdef.schema}.{tdef.table}>", "exec"), g.ns)
     fn = g.ns["rows"]
-    fn.__source__ = src  # type: ignore[attr-defined]  # for debugging generated code
+    fn.__source__ = src  # for debugging generated code
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[key] = fn

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .constants import ColumnType as T
@@ -138,15 +139,14 @@ def _bits(data: bytes, n: int) -> list[bool]:
     return [bool(data[i >> 3] & (0x80 >> (i & 7))) for i in range(n)]
 
 
-def _str_list(data: bytes, p: int) -> tuple[tuple[str, ...], int]:
+def _str_list(data: bytes, p: int) -> tuple[tuple[bytes, ...], int]:
     count, p = read_packed(data, p)
     vals = []
     for _ in range(count):
         n, p = read_packed(data, p)
-        # decoded as UTF-8 here; ENUM/SET charsets other than utf8 are re-decoded below
-        vals.append(data[p:p + n])
+        vals.append(data[p:p + n])  # raw: decoded below with the column's charset
         p += n
-    return tuple(vals), p  # type: ignore[return-value]
+    return tuple(vals), p
 
 
 def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef:
@@ -230,7 +230,7 @@ def parse_table_map_body(body: bytes, p: int, flavor: str = "mysql") -> TableDef
             for c in cols:
                 if c.type == kind:
                     vals, q = _str_list(fdata, q)
-                    (set_raw if kind == T.SET else enum_raw)[c.index] = vals  # type: ignore[assignment]
+                    (set_raw if kind == T.SET else enum_raw)[c.index] = vals
         elif ftype == OM_GEOMETRY_TYPE:
             q = 0
             for c in cols:
@@ -270,7 +270,7 @@ def _signature(cols: list[Column]) -> tuple:
                  for c in cols)
 
 
-def apply_hints(tdef: TableDef, hints: list[ColumnHint] | tuple[ColumnHint, ...]) -> TableDef:
+def apply_hints(tdef: TableDef, hints: Sequence[ColumnHint]) -> TableDef:
     """Fill what the binlog did not say from a schema source. Binlog metadata, when present, wins;
     a hint list whose length differs from the table map is ignored (the schema history issue
     turns that into a loud mismatch error)."""

@@ -8,7 +8,7 @@ import socket
 import struct
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -396,7 +396,7 @@ class ReplicationConnection:
         self.checksum_len = 0 if alg == "NONE" else 4
 
     def dump(self, file: str, position: int, *, gtid: str | None = None,
-             non_blocking: bool = False) -> Iterator[bytes]:
+             non_blocking: bool = False) -> Generator[bytes, None, None]:
         """Start streaming the binlog; yields each event's bytes (header + body + checksum).
 
         The session is prepared and the dump command sent before this returns, so privilege errors
