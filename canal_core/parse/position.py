@@ -13,7 +13,7 @@ handed to the store. Implementations:
   MetaLogPositionManager); persisting is a no-op, the clients' acks move it.
 
 The ZooKeeper implementation (``/otter/canal/destinations/{dest}/parse``, Canal's ZooKeeperLogPositionManager)
-is ``canal_core.meta.zookeeper.ZooKeeperPositionManager``; ``encode_position`` / ``decode_position`` give the
+is ``canal_core.meta.zkposition.ZooKeeperPositionManager``; ``encode_position`` / ``decode_position`` give the
 payload bytes.
 """
 
