@@ -105,7 +105,9 @@ def rebuild(args: argparse.Namespace) -> int:
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT @@server_id")
-            server_id = int(cur.fetchone()[0])
+            row = cur.fetchone()
+            assert row is not None  # SELECT @@server_id always returns one row
+            server_id = int(row[0])
         position = EntryPosition(journal_name=at.journal_name, position=at.position, server_id=server_id,
                                  timestamp=int(time.time() * 1000))
         data_dir = Path(args.data_dir)

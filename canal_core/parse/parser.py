@@ -24,7 +24,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -96,7 +96,7 @@ class ParserConfig:
 
 
 class Sink(Protocol):
-    def __call__(self, entries: Sequence[Any]) -> None: ...
+    def __call__(self, entries: list[Any]) -> None: ...
 
 
 @runtime_checkable
