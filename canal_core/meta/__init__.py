@@ -1,6 +1,7 @@
 """Canal's meta layer: client subscriptions, cursors and outstanding batches, with Canal's rules, JSON and
-error texts. See manager.py (interface, memory), file.py (file-mixed), zookeeper.py (zookeeper, period-mixed,
-the fence), ledger.py (get/ack/rollback rules), compare.py (cursor ordering)."""
+error texts. See manager.py (interface, memory), file.py (file-mixed), zookeeper.py (zookeeper), period_mixed.py
+(period-mixed), zkposition.py (parse position), zkfence.py (the fence), election.py (running-node election),
+ledger.py (get/ack/rollback rules), compare.py (cursor ordering)."""
 
 from .compare import compare_positions, journal_key, min_position
 from .errors import BatchNotExistError, BatchOrderError, CanalMetaError, MetaStoreError, NotSubscribedError
