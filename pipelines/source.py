@@ -295,9 +295,9 @@ class EmbeddedCanalSource(CanalSource):
                                              timeout=max(0.0, min(left, POLL_SECONDS)))
                 if not msg.empty:
                     out.batch_ids.append(msg.batch_id)
-                    out.entries.extend(msg.entries)
+                    out.entries.extend(msg.raw_entries)
                     out.rows += sum(e.rows for e in msg.events)
-                    out.bytes += sum(len(e) for e in msg.entries)
+                    out.bytes += sum(len(e) for e in msg.raw_entries)
                 if left <= 0 or (msg.empty and self._store_exhausted()):
                     break
         return out

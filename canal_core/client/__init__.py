@@ -6,6 +6,7 @@ connect, disconnect, check_valid, subscribe, unsubscribe, get, get_without_ack, 
 """
 
 from ..protocol.codec import TimeUnit
+from ..protocol.message import Message
 from .connector import (
     Address,
     AddressSource,
@@ -13,7 +14,6 @@ from .connector import (
     CanalClientError,
     CanalConnectionError,
     ClusterConnector,
-    Message,
     SimpleConnector,
 )
 

@@ -32,8 +32,8 @@ from ..protocol import codec
 from ..protocol.auth import scramble
 from ..protocol.codec import TimeUnit
 from ..protocol.errors import CanalError
+from ..protocol.message import Message
 from ..protocol.proto import CanalProtocol_pb2 as cp
-from ..protocol.proto import EntryProtocol_pb2 as ep
 
 log = logging.getLogger(__name__)
 
@@ -76,36 +76,6 @@ class CanalConnectionError(CanalClientError):
 
 class CanalAuthError(CanalClientError):
     """The server refused the username/password ("auth failed for user:...")."""
-
-
-class Message:
-    """A batch: ``batch_id`` (-1 when empty), ``raw_entries`` (serialized Entry bytes as received) and
-    ``entries`` (the same parsed into EntryProtocol_pb2.Entry, on first access)."""
-
-    __slots__ = ("_entries", "batch_id", "raw_entries")
-
-    def __init__(self, batch_id: int, raw_entries: list[bytes]) -> None:
-        self.batch_id = batch_id
-        self.raw_entries = raw_entries
-        self._entries: list[ep.Entry] | None = None
-
-    @property
-    def id(self) -> int:
-        """Java's Message.getId()."""
-        return self.batch_id
-
-    @property
-    def empty(self) -> bool:
-        return self.batch_id == -1
-
-    @property
-    def entries(self) -> list[ep.Entry]:
-        if self._entries is None:
-            self._entries = [ep.Entry.FromString(raw) for raw in self.raw_entries]
-        return self._entries
-
-    def __repr__(self) -> str:
-        return f"Message(batch_id={self.batch_id}, entries={len(self.raw_entries)})"
 
 
 def parse_address(address: Address | str) -> Address:

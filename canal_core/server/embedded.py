@@ -15,15 +15,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from ..instance.destination import Destination
 from ..meta import PositionRange
 from ..parse.filter import FilterConfigError, TableFilter
 from ..protocol.errors import CanalError
 from ..protocol.identity import ClientIdentity
+from ..protocol.message import Message
 from ..protocol.position import LogPosition
-from ..store.ring import Batch, StoredEvent
+from ..store.ring import Batch
 
 
 class CanalServerError(CanalError):
@@ -36,19 +36,6 @@ class SubscriptionFilterError(CanalServerError):
 
 class GetCancelled(CanalServerError):
     """A waiting get ended because its ``cancelled`` said so (the client went away); nothing was taken."""
-
-
-@dataclass(slots=True)
-class Message:
-    """What get / getWithoutAck returns: Canal's Message with pre-serialized Entry bytes."""
-
-    batch_id: int
-    entries: list[bytes] = field(default_factory=list)
-    events: list[StoredEvent] = field(default_factory=list, repr=False)
-
-    @property
-    def empty(self) -> bool:
-        return self.batch_id == -1
 
 
 class CanalServerWithEmbedded:
@@ -143,7 +130,7 @@ class CanalServerWithEmbedded:
                             end=LogPosition(ident, batch.end), end_seq=batch.end_seq)
         batch_id = dest.ledger.register(client, rng)
         dest.on_batch(client, batch_id, batch.events)
-        return Message(batch_id=batch_id, entries=batch.data, events=batch.events)
+        return Message(batch_id, batch.data, batch.events)
 
     def get(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
         """getWithoutAck followed by ack of that batch (Canal's get)."""

@@ -538,7 +538,7 @@ class _Session:
             self._hook("empty_batch", dest)
         else:
             self._hook("packet_received", dest, "GET")
-        self.write(dest, codec.messages_packet(msg.batch_id, msg.entries))
+        self.write(dest, codec.messages_packet(msg.batch_id, msg.raw_entries))
 
     def on_ack(self, ack: cp.ClientAck, dest: str) -> None:
         if ack.batch_id == 0:

@@ -84,7 +84,7 @@ def _consume(server: CanalServerWithEmbedded, client: ClientIdentity, want: int,
         msg = server.get_without_ack(client, 16, 0.3)
         if msg.empty:
             continue
-        for raw in msg.entries:
+        for raw in msg.raw_entries:
             e = CanalEntry.from_bytes(raw).entry
             ids = []
             if e.entryType == ROWDATA:

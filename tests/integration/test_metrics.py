@@ -154,7 +154,7 @@ def test_metrics_of_a_live_instance(mariadb_settings: Any, admin_conn: Any, tabl
             msg = server.get_without_ack(client, 1, 5)
             if msg.empty:
                 continue
-            (e,) = [_entry(raw) for raw in msg.entries]
+            (e,) = [_entry(raw) for raw in msg.raw_entries]
             batches.append((msg.batch_id, e))
             if e.entryType == ROWDATA and e.header.tableName == "metrics_t":
                 row_changes += 1

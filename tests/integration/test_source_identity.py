@@ -136,7 +136,7 @@ def _take(server: CanalServerWithEmbedded, want: int, timeout: float = 60) -> li
     while time.monotonic() < deadline:
         msg = server.get_without_ack(CLIENT, 100, 0.2)
         if not msg.empty:
-            rows += _rows(msg.entries)
+            rows += _rows(msg.raw_entries)
             server.ack(CLIENT, msg.batch_id)
         if len(rows) >= want:
             quiet_until = quiet_until or time.monotonic() + 2.0
@@ -163,7 +163,7 @@ def _refused(inst: CanalInstance, server: CanalServerWithEmbedded, port: int, se
 
     def nothing_delivered() -> None:
         msg = server.get_without_ack(CLIENT, 100, 0.2)
-        assert msg.empty, f"delivered from the other server: {_rows(msg.entries)}"
+        assert msg.empty, f"delivered from the other server: {_rows(msg.raw_entries)}"
 
     deadline = time.monotonic() + 60
     while not refused():

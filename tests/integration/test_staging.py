@@ -273,8 +273,8 @@ class Canal:
             if msg.empty:
                 continue
             batch_ids.append(msg.batch_id)
-            entries += msg.entries
-            for raw in msg.entries:
+            entries += msg.raw_entries
+            for raw in msg.raw_entries:
                 e = pb.Entry.FromString(raw)
                 if e.entryType == pb.ROWDATA:
                     seen += len(pb.RowChange.FromString(e.storeValue).rowDatas)

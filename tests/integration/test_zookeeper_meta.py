@@ -292,7 +292,7 @@ def _drain(server: CanalServerWithEmbedded, client: ClientIdentity, want: set[in
     while not want <= set(seen) and time.monotonic() < deadline:
         msg = server.get_without_ack(client, 5, 0.3)
         if not msg.empty:
-            seen += _ids(msg.entries)
+            seen += _ids(msg.raw_entries)
             server.ack(client, msg.batch_id)
     return seen
 
