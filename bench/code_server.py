@@ -198,7 +198,7 @@ def wait_stored(source: Any, rows: int, timeout: float) -> None:
 
 def in_range(entry: bytes, st: dict[str, Any]) -> bool:
     """Whether the entry starts before the workload's end position."""
-    from canal_core.entry.proto import EntryProtocol_pb2 as pb
+    from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
     h = pb.Entry.FromString(entry).header
     return (h.logfileName, h.logfileOffset) < (st["end_file"], st["end_pos"])

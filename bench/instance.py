@@ -31,7 +31,7 @@ import decode as D  # noqa: E402  (bench/decode.py: workload and the peer run)
 def run_ours(st: dict) -> dict:
     from canal_core.instance.config import CanalConfig
     from canal_core.instance.instance import CanalInstance
-    from canal_core.meta import ClientIdentity
+    from canal_core.protocol.identity import ClientIdentity
     from canal_core.server.embedded import CanalServerWithEmbedded
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,7 +14,8 @@ import threading
 import time
 
 from canal_core.entry.model import ENTRY_ROWDATA
-from canal_core.parse.model import EVENT_INSERT, EntryPosition
+from canal_core.parse.model import EVENT_INSERT
+from canal_core.protocol.position import EntryPosition
 from canal_core.store import MemoryEventStore, StoredEvent
 
 

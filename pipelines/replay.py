@@ -30,8 +30,9 @@ from canal_core.parse.filter import TableFilter
 from canal_core.parse.health import ErrorKind
 from canal_core.parse.history import SchemaHistory
 from canal_core.parse.locator import StartConfig
-from canal_core.parse.model import LogPosition
 from canal_core.parse.parser import EventParser, ParserConfig
+from canal_core.parse.position import PositionManager
+from canal_core.protocol.position import LogPosition
 
 from .window import Position, WindowManifest, order_key
 
@@ -97,7 +98,7 @@ def _tables_regex(tables: list[str]) -> str:
     return ",".join(out)
 
 
-class _Collector:
+class _Collector(PositionManager):
     """The replay's sink and position manager: keeps the entries inside the range, signals the end."""
 
     def __init__(self, end_key: int | None, end_ms: int | None, head_key: int) -> None:

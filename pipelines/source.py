@@ -132,7 +132,7 @@ class EmbeddedCanalSource(CanalSource):
     _registry: dict[tuple[Any, ...], Any] = {}
 
     def __init__(self, config: PipelineConfig) -> None:
-        from canal_core.meta import ClientIdentity
+        from canal_core.protocol.identity import ClientIdentity
 
         self.config = config
         self.client = ClientIdentity(config.destination, config.canal.client_id)
@@ -295,9 +295,9 @@ class EmbeddedCanalSource(CanalSource):
                                              timeout=max(0.0, min(left, POLL_SECONDS)))
                 if not msg.empty:
                     out.batch_ids.append(msg.batch_id)
-                    out.entries.extend(msg.entries)
+                    out.entries.extend(msg.raw_entries)
                     out.rows += sum(e.rows for e in msg.events)
-                    out.bytes += sum(len(e) for e in msg.entries)
+                    out.bytes += sum(len(e) for e in msg.raw_entries)
                 if left <= 0 or (msg.empty and self._store_exhausted()):
                     break
         return out
@@ -401,7 +401,7 @@ class RemoteCanalSource(CanalSource):
         return self._epoch
 
     def get_window(self, max_rows: int, max_bytes: int, max_wait: float) -> FetchedWindow:
-        from canal_core.entry.proto import EntryProtocol_pb2 as ep
+        from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 
         out = FetchedWindow()
         deadline = time.monotonic() + max(0.0, max_wait)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 from .types import TypeMappingError, arrow_schema, convert_texts, parse_type
 from .window import (

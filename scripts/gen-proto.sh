@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the Python protobuf modules of Canal's wire protocol from canal_core/entry/proto/*.proto.
+# Regenerate the Python protobuf modules of Canal's wire protocol from canal_core/protocol/proto/*.proto.
 #
 #   scripts/gen-proto.sh            writes CanalProtocol_pb2.py(i) and EntryProtocol_pb2.py(i) next to the .proto files
 #   scripts/gen-proto.sh OUT_DIR    writes them to OUT_DIR instead (the unit test compares that with the committed files)
@@ -10,7 +10,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-$root/.venv/bin/python}"
-src="$root/canal_core/entry/proto"
+src="$root/canal_core/protocol/proto"
 out="${1:-$src}"
 mkdir -p "$out"
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..protocol.errors import CanalError
 
-class BinlogError(Exception):
+
+class BinlogError(CanalError):
     """Base of every error the binlog decoder raises.
 
     ``file`` and ``position`` locate the event (its start offset) when known.

@@ -305,13 +305,13 @@ class MySQLGtidSet:
             ivs = out._sets.setdefault((uuid, tag), [])
             last = 0
             for _ in range(n_iv):
-                s, e = _I64X2.unpack_from(buf, pos)
+                start, end = _I64X2.unpack_from(buf, pos)
                 pos += 16
                 # Same rule as the server: strictly increasing, non-empty, positive intervals.
-                if s <= last or e <= s:
-                    raise GtidError(f"malformed GTID interval [{s}, {e}) for {uuid} at byte {pos - 16}")
-                last = e
-                _insert(ivs, s, e)
+                if start <= last or end <= start:
+                    raise GtidError(f"malformed GTID interval [{start}, {end}) for {uuid} at byte {pos - 16}")
+                last = end
+                _insert(ivs, start, end)
         return out, pos
 
 

@@ -9,7 +9,7 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .constants import BINLOG_MAGIC, DEFAULT_MAX_EVENT_SIZE
 from .decoder import BinlogDecoder
@@ -96,7 +96,7 @@ def _check_length(elen: int, at: int, name: str | None, limit: int, file_size: i
                                   f"{file_size - at} bytes after its start", file=name, position=at)
 
 
-def _open(path: Path):  # type: ignore[no-untyped-def]
+def _open(path: Path) -> BinaryIO | gzip.GzipFile:
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     return open(path, "rb")

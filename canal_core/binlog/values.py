@@ -243,7 +243,7 @@ def codec_for_collation(collation_id: int) -> str | None:
         except KeyError:
             cs = None
         if cs is not None:
-            codec = None if cs.name == "binary" else _python_codec(cs.encoding)
+            codec = None if cs.is_binary else _python_codec(cs.encoding)
         elif collation_id >= 256:
             # MySQL 8 utf8mb4_0900_* and MariaDB 10.10+/11 UCA-14 collations above 255 are
             # utf8mb4/utf8mb3, the only charsets given ids past the classic table.

@@ -5,7 +5,8 @@ an address source such as ZooKeeper discovery). Both have the shape of Canal's J
 connect, disconnect, check_valid, subscribe, unsubscribe, get, get_without_ack, ack, rollback.
 """
 
-from ..server.codec import TimeUnit
+from ..protocol.codec import TimeUnit
+from ..protocol.message import Message
 from .connector import (
     Address,
     AddressSource,
@@ -13,7 +14,6 @@ from .connector import (
     CanalClientError,
     CanalConnectionError,
     ClusterConnector,
-    Message,
     SimpleConnector,
 )
 

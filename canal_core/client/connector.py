@@ -28,11 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..entry.proto import CanalProtocol_pb2 as cp
-from ..entry.proto import EntryProtocol_pb2 as ep
-from ..server import codec
-from ..server.auth import scramble
-from ..server.codec import TimeUnit
+from ..protocol import codec
+from ..protocol.auth import scramble
+from ..protocol.codec import TimeUnit
+from ..protocol.errors import CanalError
+from ..protocol.message import Message
+from ..protocol.proto import CanalProtocol_pb2 as cp
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ Address = tuple[str, int]
 T = TypeVar("T")
 
 
-class CanalClientError(Exception):
+class CanalClientError(CanalError):
     """A request failed. ``code``: the server's error code (400, 401, 402), 0 when the failure is on this
     side; ``message``: the server's text. ``stale``: the error may answer an earlier ack/rollback (see the
     module doc); the connection has been dropped."""
@@ -75,36 +76,6 @@ class CanalConnectionError(CanalClientError):
 
 class CanalAuthError(CanalClientError):
     """The server refused the username/password ("auth failed for user:...")."""
-
-
-class Message:
-    """A batch: ``batch_id`` (-1 when empty), ``raw_entries`` (serialized Entry bytes as received) and
-    ``entries`` (the same parsed into EntryProtocol_pb2.Entry, on first access)."""
-
-    __slots__ = ("_entries", "batch_id", "raw_entries")
-
-    def __init__(self, batch_id: int, raw_entries: list[bytes]) -> None:
-        self.batch_id = batch_id
-        self.raw_entries = raw_entries
-        self._entries: list[ep.Entry] | None = None
-
-    @property
-    def id(self) -> int:
-        """Java's Message.getId()."""
-        return self.batch_id
-
-    @property
-    def empty(self) -> bool:
-        return self.batch_id == -1
-
-    @property
-    def entries(self) -> list[ep.Entry]:
-        if self._entries is None:
-            self._entries = [ep.Entry.FromString(raw) for raw in self.raw_entries]
-        return self._entries
-
-    def __repr__(self) -> str:
-        return f"Message(batch_id={self.batch_id}, entries={len(self.raw_entries)})"
 
 
 def parse_address(address: Address | str) -> Address:

@@ -3,7 +3,7 @@
 Consumers of the same destination and client id elect one of themselves by creating
 ``/otter/canal/destinations/{dest}/{clientId}/running`` EPHEMERAL with
 ``{"active":true,"address":"ip:port","clientId":1001}``; the others watch it. The rules are the servers'
-(canal_core.server.running): the previous active re-grabs at once unless it released, others wait
+(canal_core.meta.election): the previous active re-grabs at once unless it released, others wait
 ``delay_s`` (5 s); a consumer whose ZooKeeper connection drops gets ``on_stop()`` at once and competes again
 once reconnected. There is no fence: a consumer's writes (acks) go through the server, whose cursor writes
 are fenced.
@@ -27,15 +27,10 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from ..meta.zookeeper import (
-    DEFAULT_SESSION_TIMEOUT_MS,
-    ZkTarget,
-    client_path,
-    client_running_path,
-    encode_client_running,
-    split_address,
-)
-from ..server.running import DEFAULT_DELAY_S, RunningMonitor
+from ..meta.election import DEFAULT_DELAY_S, RunningMonitor
+from ..meta.zkclient import DEFAULT_SESSION_TIMEOUT_MS, ZkTarget
+from ..meta.zkpayload import encode_client_running, split_address
+from ..protocol.zkpaths import client_path, client_running_path
 
 log = logging.getLogger(__name__)
 

@@ -27,22 +27,17 @@ from collections.abc import Callable, Iterable
 from kazoo.exceptions import NoAuthError
 from kazoo.protocol.states import ZnodeStat
 
-from ..meta.zookeeper import (
-    DEFAULT_SESSION_TIMEOUT_MS,
-    ClientHolder,
-    ZkTarget,
-    decode_running,
-    destination_cluster_root,
-    server_running_path,
-    split_address,
-)
+from ..meta.zkclient import DEFAULT_SESSION_TIMEOUT_MS, ClientHolder, ZkTarget
+from ..meta.zkpayload import decode_running, split_address
+from ..protocol.errors import CanalError
+from ..protocol.zkpaths import destination_cluster_root, server_running_path
 
 log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 
 
-class ServerAddressError(ValueError):
+class ServerAddressError(CanalError, ValueError):
     """An address in ZooKeeper that a client must not connect to; the message names the node and why."""
 
 

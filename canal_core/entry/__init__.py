@@ -1,10 +1,10 @@
-"""Canal's Entry model: protobuf definitions (``proto``), conversion of decoded binlog events into
-entries (``convert``; column texts in ``columns``, row image bytes in ``rowdata`` and ``rowcodegen``) and
-the ``CanalEntry`` wrapper that carries the serialized entry together with its position and the typed
-rows (``model``)."""
+"""Canal's Entry model: conversion of decoded binlog events into entries (``convert``; column texts in
+``columns``, row image bytes in ``rowdata`` and ``rowcodegen``) and the ``CanalEntry`` wrapper that carries the
+serialized entry together with its position and the typed rows (``model``). The protobuf definitions are in
+``canal_core.protocol``."""
 
 from .columns import JavaTypes
-from .convert import EntryConverter, GtidInfo, classify_query
+from .convert import EntryConverter, classify_query
 from .model import (
     ENTRY_GTIDLOG,
     ENTRY_HEARTBEAT,
@@ -22,7 +22,6 @@ __all__ = [
     "ENTRY_TRANSACTIONEND",
     "CanalEntry",
     "EntryConverter",
-    "GtidInfo",
     "JavaTypes",
     "classify_query",
 ]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import zoneinfo
-from dataclasses import dataclass
 
 from ..binlog import events as E
 from ..binlog.tablemap import TableDef
@@ -46,13 +45,12 @@ from ..parse.model import (
     EVENT_XACOMMIT,
     EVENT_XAROLLBACK,
     DdlResult,
-    EntryPosition,
-    LogIdentity,
-    LogPosition,
+    GtidInfo,
     SchemaMismatchError,
     TableMeta,
 )
-from . import wire as W
+from ..protocol import wire as W
+from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 from .columns import column_formatter
 from .model import (
     ENTRY_GTIDLOG,
@@ -78,25 +76,6 @@ SOURCE_MYSQL = 2
 
 _ROWS_EVENT_TYPE = {"write": EVENT_INSERT, "update": EVENT_UPDATE, "delete": EVENT_DELETE}
 _DML_TYPES = frozenset({EVENT_INSERT, EVENT_UPDATE, EVENT_DELETE})
-
-
-@dataclass(frozen=True, slots=True)
-class GtidInfo:
-    """GTID facts carried by every entry of a transaction (Canal's LogHeader.putGtid).
-
-    ``executed``: the executed GTID set including the current transaction (Header.gtid); ``current``,
-    ``sequence_number``, ``last_committed``: the transaction's MySQL GTID event (props curtGtid,
-    curtGtidSn, curtGtidLct), only known for MySQL GTID events; each prop is left out when unknown."""
-
-    executed: str = ""
-    current: str = ""
-    sequence_number: int | None = None
-    last_committed: int | None = None
-
-    @classmethod
-    def of(cls, event: E.GtidEvent, executed: str) -> GtidInfo:
-        return cls(executed=executed, current=event.gtid, sequence_number=event.sequence_number,
-                   last_committed=event.last_committed)
 
 
 GtidArg = GtidInfo | str | None

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..parse.model import EntryPosition
-from .proto import EntryProtocol_pb2 as pb
+from ..protocol.position import EntryPosition
+from ..protocol.proto import EntryProtocol_pb2 as pb
 
 # EntryType codes (EntryProtocol.proto)
 ENTRY_TRANSACTIONBEGIN = 1

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..binlog.rows import ABSENT
 from ..parse.model import EVENT_INSERT, EVENT_UPDATE
-from . import wire as W
+from ..protocol import wire as W
 from .columns import Fast
 from .rowdata import (
     AFTER_KEY,

@@ -20,16 +20,18 @@ import pymysql
 
 from ..entry.convert import EntryConverter
 from ..meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, meta_position_manager
-from ..meta.zookeeper import Fence, PeriodMixedMetaManager, zk_servers
+from ..meta.period_mixed import PeriodMixedMetaManager
+from ..meta.zkclient import zk_servers
+from ..meta.zkfence import Fence
 from ..parse.filter import TableFilter
 from ..parse.history import SchemaHistory, format_position
-from ..parse.model import EntryPosition, LogPosition
 from ..parse.parser import EventParser, ParserConfig
 from ..parse.position import FailbackPositionManager, MemoryPositionManager, PositionManager, write_atomically
-from ..server.embedded import Destination
+from ..protocol.position import EntryPosition, LogPosition
 from ..sink import EntrySink, GroupSink
 from ..store.ring import MemoryEventStore, StoredEvent
 from .config import CanalConfig, InstanceConfig, MetaMode
+from .destination import Destination
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ class FirstStartPositionManager(PositionManager):
 
 
 class CanalInstance(Destination):
+    parser: EventParser
+
     def __init__(self, name: str, parser_config: ParserConfig, *, store: MemoryEventStore, meta: MetaManager,
                  history: SchemaHistory, event_filter: Any = None, transaction_size: int = 1024,
                  filter_transaction_entry: bool = False, timezone: str | None = None,
@@ -138,7 +142,7 @@ class CanalInstance(Destination):
                    bootstrap_empty_history=fence is not None)
 
 
-class _AckedSourcePosition:
+class _AckedSourcePosition(PositionManager):
     """Parse positions of one group source: what the client acked from that source (after a restart)."""
 
     def __init__(self, group: GroupCanalInstance, source: str) -> None:
@@ -172,7 +176,7 @@ class GroupCanalInstance(Destination):
                                transaction_size=transaction_size)
         self._batch_points: dict[int, dict[str, Any]] = {}
         self._acked_lock = threading.Lock()
-        self.parsers: list[EventParser] = []
+        self.parsers = []
         for n, cfg in zip(self.sources, parser_configs, strict=True):
             # an idle source holds the merge back until it offers a time: heartbeat it every second
             cfg = dataclasses.replace(cfg, destination=f"{name}.{n}", heartbeat_period=min(cfg.heartbeat_period, 1.0))

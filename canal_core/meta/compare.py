@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from ..binlog.gtid import GtidError, MariaGtidPosition, MySQLGtidSet
-from ..parse.model import EntryPosition, LogPosition
+from ..protocol.position import EntryPosition, LogPosition
 
 _JOURNAL_RE = re.compile(r"^(.*?)(\d+)$")
 

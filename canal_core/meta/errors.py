@@ -3,8 +3,10 @@ who search for these messages) know them: the TCP server will send them back unc
 
 from __future__ import annotations
 
+from ..protocol.errors import CanalError
 
-class CanalMetaError(Exception):
+
+class CanalMetaError(CanalError):
     """Base of every meta error (Canal's CanalMetaManagerException / the meta-related CanalServerException)."""
 
 

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import threading
 
-from ..parse.model import LogPosition
 from ..parse.position import MetaPositionManager
+from ..protocol.identity import ClientIdentity
+from ..protocol.position import LogPosition
 from .errors import BatchNotExistError, NotSubscribedError
 from .manager import MetaManager
-from .model import ClientIdentity, PositionRange
+from .model import PositionRange
 
 
 class BatchLedger:

@@ -21,10 +21,11 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from ..parse.model import LogPosition
+from ..protocol.identity import ClientIdentity
+from ..protocol.position import LogPosition
 from .compare import min_position
 from .errors import BatchOrderError, MetaStoreError
-from .model import ClientIdentity, PositionRange
+from .model import PositionRange
 
 
 class MetaManager(ABC):

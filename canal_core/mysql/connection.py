@@ -8,9 +8,9 @@ import socket
 import struct
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import pymysql
 import pymysql.err
@@ -89,6 +89,22 @@ def _parse_version(text: str) -> tuple[int, int, int]:
 
 def _text(v: Any) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else str(v)
+
+
+class _PyMySQLInternals(Protocol):
+    """The members of PyMySQL's Connection below its public API that the replica protocol uses (raw commands,
+    the socket a dump reads); PyMySQL's stubs leave them out."""
+
+    _sock: socket.socket
+    _current_timeout: float | None
+
+    def _execute_command(self, command: int, sql: bytes | str) -> None: ...
+
+    def _force_close(self) -> None: ...
+
+
+def _internals(conn: pymysql.connections.Connection) -> _PyMySQLInternals:
+    return cast(_PyMySQLInternals, conn)
 
 
 class ReplicationConnection:
@@ -217,7 +233,7 @@ class ReplicationConnection:
                 conn.close()
             except Exception:
                 # close() sends COM_QUIT; a dead or mid-dump socket just gets dropped.
-                conn._force_close()
+                _internals(conn)._force_close()
 
     def __enter__(self) -> ReplicationConnection:
         if self._conn is None:
@@ -230,7 +246,7 @@ class ReplicationConnection:
     # --- queries ------------------------------------------------------------------------------------
     @staticmethod
     def _err_args(e: BaseException) -> tuple[int | None, str]:
-        args = getattr(e, "args", ())
+        args = e.args
         if len(args) >= 2 and isinstance(args[0], int):
             return args[0], str(args[1])
         return None, str(e)
@@ -349,7 +365,7 @@ class ReplicationConnection:
         """Send a command and read its OK, mapping errors."""
         conn = self._require()
         try:
-            conn._execute_command(payload[0], payload[1:])
+            _internals(conn)._execute_command(payload[0], payload[1:])
             conn._read_packet()
         except pymysql.err.MySQLError as e:
             code, msg = self._err_args(e)
@@ -367,7 +383,7 @@ class ReplicationConnection:
         host = socket.gethostname().encode()[:60]
         local_port = 0
         try:
-            local_port = conn._sock.getsockname()[1]
+            local_port = _internals(conn)._sock.getsockname()[1]
         except (OSError, IndexError, TypeError, AttributeError):
             pass
         self._command(proto.register_slave(self.server_id, host, port=local_port), "REPLICATION SLAVE")
@@ -396,7 +412,7 @@ class ReplicationConnection:
         self.checksum_len = 0 if alg == "NONE" else 4
 
     def dump(self, file: str, position: int, *, gtid: str | None = None,
-             non_blocking: bool = False) -> Iterator[bytes]:
+             non_blocking: bool = False) -> Generator[bytes, None, None]:
         """Start streaming the binlog; yields each event's bytes (header + body + checksum).
 
         The session is prepared and the dump command sent before this returns, so privilege errors
@@ -431,7 +447,7 @@ class ReplicationConnection:
             self._file, self._pos = file, position
         conn = self._require()
         try:
-            conn._execute_command(payload[0], payload[1:])
+            _internals(conn)._execute_command(payload[0], payload[1:])
         except pymysql.err.MySQLError as e:
             self.close()
             raise ConnectionLostError(self._file, self._pos, f"sending the dump command: {e}") from e
@@ -465,15 +481,15 @@ class ReplicationConnection:
             return None
 
     def _stream(self, conn: pymysql.connections.Connection, want_semi: bool, req_file: str,
-                req_pos: int, gtid: str | None) -> Iterator[bytes]:
-        sock = conn._sock
+                req_pos: int, gtid: str | None) -> Generator[bytes, None, None]:
+        sock = _internals(conn)._sock
         self._dumping = True
         timeout = self.read_timeout
         if timeout is None and self.heartbeat_period > 0:
             # Heartbeats arrive every period on an idle server; several missing means a dead link.
             timeout = max(30.0, 4 * self.heartbeat_period)
         sock.settimeout(timeout)
-        conn._current_timeout = timeout
+        _internals(conn)._current_timeout = timeout
         reader = sock.makefile("rb", buffering=READ_BUFFER)
         read = reader.read
         unpack_head = _HEAD.unpack
@@ -543,7 +559,7 @@ class ReplicationConnection:
                 self.close()
                 self._dumping = False
             else:
-                conn._force_close()  # an abandoned old stream must not close a newer connection
+                _internals(conn)._force_close()  # an abandoned old stream must not close a newer connection
 
     def _too_large(self, size: int) -> PacketTooLargeError:
         return PacketTooLargeError(self.server_address, self._file, self._pos, size, self.max_event_size)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..protocol.errors import CanalError
+
 # Server error codes this package maps to typed errors.
 ER_ACCESS_DENIED = 1045
 ER_DBACCESS_DENIED = 1044
@@ -28,7 +30,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class ReplicationError(Exception):
+class ReplicationError(CanalError):
     """Base of every error raised by ``canal_core.mysql``.
 
     ``code`` is the server error code when the server reported one; ``retryable`` says whether

@@ -22,6 +22,8 @@ from typing import Any
 
 import re2
 
+from ..protocol.errors import CanalError
+
 # A filter is a list of table names or patterns; this bounds the work a client can ask for with one
 # (RE2 bounds the compiled program by its max_mem on top of this).
 MAX_FILTER_CHARS = 1 << 20
@@ -36,7 +38,7 @@ _MAX_MEM = 8 << 20
 _NAME_FAULT_UP_TO = 256
 
 
-class FilterConfigError(ValueError):
+class FilterConfigError(CanalError, ValueError):
     """A filter setting that cannot be compiled; names the config key (or the client that sent it)."""
 
 

@@ -32,12 +32,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..binlog.tablemap import ColumnHint, TableDef
+from ..protocol.position import EntryPosition
 from . import ddl as D
 from .history_store import FileHistoryStore, HistoryStore, MemoryHistoryStore
 from .model import (
     EVENT_QUERY,
     DdlResult,
-    EntryPosition,
     SchemaHistoryError,
     SchemaMismatchError,
     TableMeta,

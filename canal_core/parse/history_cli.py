@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..protocol.position import EntryPosition
 from .ddl import parse_ddl
 from .history import SchemaHistory, format_position
 from .history_store import FileHistoryStore
-from .model import EntryPosition
 
 
 def parse_at(text: str) -> EntryPosition:

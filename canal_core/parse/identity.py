@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..binlog.constants import EVENT_NAMES
-from .model import EntryPosition, LogPosition
+from ..protocol.position import EntryPosition, LogPosition
 from .start_errors import StartPositionError, format_ms
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ import re
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -38,8 +38,8 @@ from ..binlog import events as E
 from ..binlog.constants import LOG_EVENT_ARTIFICIAL_F, EventType
 from ..binlog.gtid import GtidError, MariaGtidPosition, MySQLGtidSet
 from ..mysql import BinlogPositionError, ReplicationConnection
+from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 from .identity import Provenance, SourceCheck, SourceMismatchError
-from .model import EntryPosition, LogIdentity, LogPosition
 from .start_errors import (
     BinlogFileNotFoundError,
     FallbackImpossibleError,
@@ -638,7 +638,7 @@ class StartPositionLocator:
         return None, ""
 
     # ---- the event stream -------------------------------------------------------------------------------
-    def _events(self, file: str, position: int) -> Iterator[_Ev]:
+    def _events(self, file: str, position: int) -> Generator[_Ev, None, None]:
         """A non-blocking dump from file:position, as ``_Ev``s, until the binlog's end or ``close()``."""
         conn = self._open()
         stream = conn.dump(file, position, non_blocking=True)

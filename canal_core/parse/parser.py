@@ -24,17 +24,18 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import pymysql
 
 from ..binlog import ABSENT, DEFAULT_MAX_EVENT_SIZE, BinlogDecoder
 from ..binlog import events as E
 from ..binlog.gtid import MariaGtidPosition, MySQLGtidSet
-from ..entry.convert import GtidInfo
+from ..binlog.tablemap import ColumnHint, TableDef
 from ..mysql import ConnectionLostError, PacketTooLargeError, ReplicationConnection, ReplicationError
+from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 from .ddl import parse_ddl
 from .filter import EventFilter, dml_verb, statement_kind
 from .health import HealthTracker, ParserHealth
@@ -45,13 +46,12 @@ from .model import (
     EVENT_INSERT,
     EVENT_UPDATE,
     DdlResult,
-    EntryPosition,
-    LogIdentity,
-    LogPosition,
+    GtidInfo,
     SchemaHistoryError,
     TableMeta,
     UnknownTableError,
 )
+from .position import PositionManager
 
 log = logging.getLogger(__name__)
 
@@ -96,24 +96,51 @@ class ParserConfig:
 
 
 class Sink(Protocol):
-    def __call__(self, entries: Sequence[Any]) -> None: ...
+    def __call__(self, entries: list[Any]) -> None: ...
 
 
-class PositionManager(Protocol):
-    def get_latest(self, destination: str) -> LogPosition | None: ...
+@runtime_checkable
+class ResettableSink(Sink, Protocol):
+    """A sink that buffers a transaction: ``reset`` drops what it holds of one the dump broke off."""
 
-    def persist(self, destination: str, position: LogPosition) -> None: ...
+    def reset(self) -> None: ...
+
+
+class EntryConverting(Protocol):
+    """What the parser asks of the converter (canal_core.entry.EntryConverter): one Canal entry per call."""
+
+    def begin(self, event: Any, gtid: GtidInfo | str | None = None) -> Any: ...
+
+    def end(self, event: Any, gtid: GtidInfo | str | None = None) -> Any: ...
+
+    def ddl(self, event: Any, result: DdlResult, gtid: GtidInfo | str | None = None) -> Any: ...
+
+    def rows(self, event: Any, table: TableMeta | None, gtid: GtidInfo | str | None = None) -> Any: ...
+
+    def master_heartbeat(self, event: Any) -> Any: ...
 
 
 class History(Protocol):
+    """What the parser uses of the schema history (canal_core.parse.history.SchemaHistory)."""
+
+    @property
+    def empty(self) -> bool: ...
+
+    def bootstrap(self, conn: Any, position: EntryPosition | None = None, *,
+                  schemas: list[str] | tuple[str, ...] | None = None) -> None: ...
+
+    def restore(self, as_of: EntryPosition) -> None: ...
+
+    def maybe_snapshot(self, position: EntryPosition, *, force: bool = False) -> bool: ...
+
     def table(self, schema: str, name: str) -> TableMeta | None: ...
 
-    def hints(self, schema: str, name: str) -> Any: ...
+    def hints(self, schema: str, name: str) -> list[ColumnHint] | None: ...
 
     def apply_ddl(self, default_schema: str, sql: str, position: EntryPosition, *,
                   is_subscribed: Callable[[str, str], bool] | None = None) -> DdlResult: ...
 
-    def check_table_map(self, table_def: Any, position: EntryPosition) -> None: ...
+    def check_table_map(self, table_def: TableDef, position: EntryPosition) -> TableMeta: ...
 
 
 Locate = Callable[[SourceConfig, LogPosition | None], tuple[EntryPosition, bool]]
@@ -125,7 +152,7 @@ class _Switch(Exception):
 
 class EventParser:
     def __init__(self, config: ParserConfig, *, sink: Sink, history: History, positions: PositionManager,
-                 converter_factory: Callable[[LogIdentity], Any], event_filter: EventFilter | None = None,
+                 converter_factory: Callable[[LogIdentity], EntryConverting], event_filter: EventFilter | None = None,
                  locate: Locate | None = None,
                  restore_history: Callable[[EntryPosition], None] | None = None) -> None:
         self.config = config
@@ -135,7 +162,7 @@ class EventParser:
         self.locate = locate or self._locate
         self.converter_factory = converter_factory
         self.filter = event_filter or EventFilter()
-        self.restore_history = restore_history or getattr(history, "restore", None)
+        self.restore_history = restore_history or history.restore
         self.source = config.master
         self.running = False
         self._health = HealthTracker(config.master.address)
@@ -258,20 +285,19 @@ class EventParser:
         log.warning("%s: switching from %s to %s", self.config.destination, old.address, self.source.address)
 
     def _dump_once(self) -> None:
-        reset = getattr(self.sink, "reset", None)
-        if reset is not None:
-            reset()  # the dump restarts at a transaction boundary: drop what was buffered of a broken one
+        if isinstance(self.sink, ResettableSink):
+            self.sink.reset()  # the dump restarts at a transaction boundary: drop what was buffered of a broken one
         stored = self.positions.get_latest(self.config.destination)
         start, gtid_mode = self.locate(self.source, stored)
-        if stored is None and getattr(self.history, "empty", False):
+        if stored is None and self.history.empty:
             # first start: the history's first snapshot is the live server's schema at the start position
             boot = pymysql.connect(host=self.source.host, port=self.source.port, user=self.source.user,
                                    password=self.source.password, ssl=self.source.ssl)
             try:
-                self.history.bootstrap(boot, start, schemas=self.config.bootstrap_schemas)  # type: ignore[attr-defined]
+                self.history.bootstrap(boot, start, schemas=self.config.bootstrap_schemas)
             finally:
                 boot.close()
-        elif self.restore_history is not None:
+        else:
             if stored is None or same_source(stored.identity, self.source.identity):
                 self.restore_history(start)
             else:
@@ -356,7 +382,7 @@ class EventParser:
 
     # ---- one event -----------------------------------------------------------------------------
 
-    def _handle(self, ev: E.Event, decoder: BinlogDecoder, converter: Any, st: _TxState) -> None:
+    def _handle(self, ev: E.Event, decoder: BinlogDecoder, converter: EntryConverting, st: _TxState) -> None:
         self.events += 1
         f = self.filter
         if isinstance(ev, E.MariaGtidEvent):
@@ -393,7 +419,7 @@ class EventParser:
         if isinstance(ev, E.RotateEvent | E.FormatDescriptionEvent):
             return
 
-    def _query(self, ev: E.QueryEvent, decoder: BinlogDecoder, converter: Any, st: _TxState) -> None:
+    def _query(self, ev: E.QueryEvent, decoder: BinlogDecoder, converter: EntryConverting, st: _TxState) -> None:
         f = self.filter
         sql = ev.query.strip()
         upper = sql[:9].upper()
@@ -428,7 +454,7 @@ class EventParser:
         if not st.in_tx:
             self._boundary(ev, st)
 
-    def _rows(self, ev: E.RowsEvent, converter: Any, st: _TxState) -> None:
+    def _rows(self, ev: E.RowsEvent, converter: EntryConverting, st: _TxState) -> None:
         f = self.filter
         tdef = ev.table
         if tdef is None or ev.rows is None or not f.table(tdef.schema, tdef.table) or not f.dml_kind(ev.kind):
@@ -463,9 +489,7 @@ class EventParser:
         recorded = LogPosition(identity=self.source.identity, position=pos)
         self.positions.persist(self.config.destination, recorded)
         self._recorded = (recorded, ev, self._source_uuid)
-        snapshot = getattr(self.history, "maybe_snapshot", None)
-        if snapshot is not None:
-            snapshot(pos)  # periodic (canal.instance.tsdb.snapshot.interval)
+        self.history.maybe_snapshot(pos)  # periodic (canal.instance.tsdb.snapshot.interval)
 
     def _emit(self, entries: list[Any]) -> None:
         entries = [e for e in entries if e is not None]

@@ -13,7 +13,7 @@ handed to the store. Implementations:
   MetaLogPositionManager); persisting is a no-op, the clients' acks move it.
 
 The ZooKeeper implementation (``/otter/canal/destinations/{dest}/parse``, Canal's ZooKeeperLogPositionManager)
-is ``canal_core.meta.zookeeper.ZooKeeperPositionManager``; ``encode_position`` / ``decode_position`` give the
+is ``canal_core.meta.zkposition.ZooKeeperPositionManager``; ``encode_position`` / ``decode_position`` give the
 payload bytes.
 """
 
@@ -27,14 +27,15 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from .model import LogPosition
+from ..protocol.errors import CanalError
+from ..protocol.position import LogPosition
 
 log = logging.getLogger(__name__)
 
 PARSE_FILE_NAME = "parse.dat"
 
 
-class PositionStoreError(Exception):
+class PositionStoreError(CanalError):
     """A position could not be read or written; the message names the destination and the place."""
 
 

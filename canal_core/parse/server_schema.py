@@ -7,8 +7,9 @@ import logging
 import time
 from typing import Any
 
+from ..protocol.position import EntryPosition
 from . import ddl as D
-from .model import EntryPosition, SchemaHistoryError
+from .model import SchemaHistoryError
 from .schema import SchemaModel
 
 log = logging.getLogger(__name__)

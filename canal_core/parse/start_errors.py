@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from ..protocol.errors import CanalError
 
-class StartPositionError(Exception):
+
+class StartPositionError(CanalError):
     """Base of start-position errors: the message names positions / times and what to do."""
 
     def __init__(self, message: str) -> None:

@@ -38,7 +38,8 @@ from ..instance.config import (
 )
 from ..instance.instance import CanalInstance
 from ..meta import MetaStoreError, PeriodMixedMetaManager
-from ..meta.zookeeper import split_address, zk_servers
+from ..meta.zkclient import zk_servers
+from ..meta.zkpayload import split_address
 from .auth import AuthConfigError
 from .embedded import CanalServerError, CanalServerWithEmbedded
 from .metrics import MetricsServer

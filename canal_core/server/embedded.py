@@ -15,16 +15,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
-from ..meta import BatchLedger, ClientIdentity, MetaManager, PositionRange
+from ..instance.destination import Destination
+from ..meta import PositionRange
 from ..parse.filter import FilterConfigError, TableFilter
-from ..parse.model import LogIdentity, LogPosition
-from ..store.ring import Batch, MemoryEventStore, StoredEvent
+from ..protocol.errors import CanalError
+from ..protocol.identity import ClientIdentity
+from ..protocol.message import Message
+from ..protocol.position import LogPosition
+from ..store.ring import Batch
 
 
-class CanalServerError(Exception):
+class CanalServerError(CanalError):
     """A request the server cannot serve (unknown destination, stopped instance)."""
 
 
@@ -34,51 +36,6 @@ class SubscriptionFilterError(CanalServerError):
 
 class GetCancelled(CanalServerError):
     """A waiting get ended because its ``cancelled`` said so (the client went away); nothing was taken."""
-
-
-@dataclass(slots=True)
-class Message:
-    """What get / getWithoutAck returns: Canal's Message with pre-serialized Entry bytes."""
-
-    batch_id: int
-    entries: list[bytes] = field(default_factory=list)
-    events: list[StoredEvent] = field(default_factory=list, repr=False)
-
-    @property
-    def empty(self) -> bool:
-        return self.batch_id == -1
-
-
-class Destination:
-    """What the embedded server needs of one destination: its store, its meta and the source identity
-    positions are labelled with. CanalInstance (canal_core.instance) provides these, with a parser."""
-
-    def __init__(self, name: str, store: MemoryEventStore, meta: MetaManager,
-                 identity: LogIdentity | None = None) -> None:
-        self.name = name
-        self.store = store
-        self.meta = meta
-        self.ledger = BatchLedger(meta)
-        self.identity = identity or LogIdentity()
-        self.lock = threading.RLock()
-        self.filter_listeners: list[Any] = []
-
-    def start(self) -> None:
-        self.meta.start()
-
-    def stop(self) -> None:
-        self.meta.stop()
-        self.store.close()
-
-    # hooks for destinations that track more than the meta does (a group's per-source positions)
-    def on_batch(self, client: ClientIdentity, batch_id: int, events: list[StoredEvent]) -> None:
-        pass
-
-    def on_ack(self, client: ClientIdentity, batch_id: int) -> None:
-        pass
-
-    def on_rollback(self, client: ClientIdentity) -> None:
-        pass
 
 
 class CanalServerWithEmbedded:
@@ -151,7 +108,7 @@ class CanalServerWithEmbedded:
             with dest.lock:
                 dest.ledger.check_subscribe(client)
                 if deadline is not None and time.monotonic() >= deadline:
-                    batch = dest.store.try_get(batch_size)
+                    batch: Batch | None = dest.store.try_get(batch_size)
                 else:
                     batch = dest.store.get_if_enough(batch_size)
                 if batch is not None:
@@ -173,7 +130,7 @@ class CanalServerWithEmbedded:
                             end=LogPosition(ident, batch.end), end_seq=batch.end_seq)
         batch_id = dest.ledger.register(client, rng)
         dest.on_batch(client, batch_id, batch.events)
-        return Message(batch_id=batch_id, entries=batch.data, events=batch.events)
+        return Message(batch_id, batch.data, batch.events)
 
     def get(self, client: ClientIdentity, batch_size: int, timeout: float | None = None) -> Message:
         """getWithoutAck followed by ack of that batch (Canal's get)."""
@@ -208,7 +165,7 @@ class CanalServerWithEmbedded:
         client_* ones and exports them for Prometheus)."""
         dest = self._dest(name)
         st = dest.store.stats()
-        parsers = list(getattr(dest, "parsers", None) or [p for p in [getattr(dest, "parser", None)] if p])
+        parsers = dest.all_parsers()
         now = int(time.time() * 1000)
         last = max((p.last_event_ms for p in parsers), default=0)
         return {

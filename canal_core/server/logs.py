@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_BYTES = 100 << 20
 DEFAULT_BACKUPS = 5
@@ -55,8 +56,8 @@ class LineFormatter(logging.Formatter):
         finally:
             record.msg, record.args = msg, args
 
-    def formatException(self, ei: object) -> str:  # type: ignore[override]
-        return _indent(super().formatException(ei))  # type: ignore[arg-type]
+    def formatException(self, ei: Any) -> str:  # ei: the sys.exc_info() triple logging passes
+        return _indent(super().formatException(ei))
 
     def formatStack(self, stack_info: str) -> str:
         return _indent(super().formatStack(stack_info))

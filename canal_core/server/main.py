@@ -57,13 +57,14 @@ def status_of(ctl: CanalController) -> dict[str, Any]:
         if dest is None:
             continue
         st = dest.store.stats()
-        parser = getattr(dest, "parser", None)
+        parser = dest.parser
         out["destinations"][name] = {
             "state": "running" if parser is None or parser.running else "stopped",
             "last_error": str(parser.last_error) if parser is not None and parser.last_error else None,
             "parser": parser.health.to_dict() if parser is not None else None,
-            "parsers": [p.health.to_dict() for p in getattr(dest, "parsers", ())],  # a group's, one per source
-            "events": getattr(parser, "events", 0), "entries": getattr(parser, "entries", 0),
+            "parsers": [p.health.to_dict() for p in dest.parsers],  # a group's, one per source
+            "events": parser.events if parser is not None else 0,
+            "entries": parser.entries if parser is not None else 0,
             "store": {"put_seq": st.put_seq, "get_seq": st.get_seq, "ack_seq": st.ack_seq,
                       "put_mem": st.put_mem, "ack_mem": st.ack_mem, "put_rows": st.put_rows,
                       "ack_rows": st.ack_rows, "blocking_time": st.blocking_time},

@@ -28,6 +28,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from ..instance.destination import Destination
+from ..parse.parser import EventParser
 from .embedded import CanalServerError, CanalServerWithEmbedded
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ class CanalCollector:
         self.server = server
 
     def collect(self) -> Iterator[Metric]:
-        families: dict[str, Metric] = {}
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
         for name, (kind, doc, labels) in _FAMILIES.items():
             cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
             families[name] = cls(name, doc, labels=[DEST, *labels])
@@ -132,14 +134,12 @@ class CanalCollector:
         return out
 
 
-def _parsers(dest: Any) -> list[tuple[str, Any]]:
+def _parsers(dest: Destination) -> list[tuple[str, EventParser]]:
     """(parser label, parser): "0" for the one parser of an instance, "1".."n" for the sources of a group
     instance (Canal's labels)."""
-    group = getattr(dest, "parsers", None)
-    if group:
-        return [(str(i + 1), p) for i, p in enumerate(group)]
-    parser = getattr(dest, "parser", None)
-    return [("0", parser)] if parser is not None else []
+    if dest.parsers:
+        return [(str(i + 1), p) for i, p in enumerate(dest.parsers)]
+    return [("0", dest.parser)] if dest.parser is not None else []
 
 
 class ClientMetrics:

@@ -33,11 +33,13 @@ import resource
 import socket
 import threading
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from ..entry.proto import CanalProtocol_pb2 as cp
-from ..meta import BatchOrderError, ClientIdentity
-from . import codec
+from ..meta import BatchOrderError
+from ..protocol import codec
+from ..protocol.identity import ClientIdentity
+from ..protocol.proto import CanalProtocol_pb2 as cp
 from .auth import Authenticator
 from .embedded import CanalServerWithEmbedded, GetCancelled
 from .logs import LogLimiter, peer_text
@@ -494,9 +496,9 @@ class _Session:
             self.error(None, 400, f"packet type={ptype} is NOT supported!")
             self._hook("request_latency", None, ptype, time.monotonic() - start)
             return
-        message_cls, method = handler
+        parse_body, method = handler
         try:
-            body = message_cls.FromString(pkt.body)
+            body = parse_body(pkt.body)
         except Exception as e:
             raise _Closed(f"bad {ptype} body: {e}") from None
         dest = body.destination or None
@@ -506,7 +508,7 @@ class _Session:
             if not body.destination or not body.client_id:
                 self.error(dest, 401, "destination or clientId is null")
             else:
-                method(self, body, dest)
+                method(self, body, body.destination)
         except _Closed:
             raise
         except Exception as e:  # Canal's catch-all: Ack 400 with the exception, connection kept
@@ -536,7 +538,7 @@ class _Session:
             self._hook("empty_batch", dest)
         else:
             self._hook("packet_received", dest, "GET")
-        self.write(dest, codec.messages_packet(msg.batch_id, msg.entries))
+        self.write(dest, codec.messages_packet(msg.batch_id, msg.raw_entries))
 
     def on_ack(self, ack: cp.ClientAck, dest: str) -> None:
         if ack.batch_id == 0:
@@ -549,10 +551,11 @@ class _Session:
         self.server.embedded.rollback(client, None if rb.batch_id == 0 else rb.batch_id)
 
 
-_HANDLERS = {
-    codec.SUBSCRIPTION: (cp.Sub, _Session.on_subscribe),
-    codec.UNSUBSCRIPTION: (cp.Unsub, _Session.on_unsubscribe),
-    codec.GET: (cp.Get, _Session.on_get),
-    codec.CLIENTACK: (cp.ClientAck, _Session.on_ack),
-    codec.CLIENTROLLBACK: (cp.ClientRollback, _Session.on_rollback),
+# packet type -> (parser of its body, the session's handler of that body)
+_HANDLERS: dict[int, tuple[Callable[[bytes], Any], Callable[[_Session, Any, str], None]]] = {
+    codec.SUBSCRIPTION: (cp.Sub.FromString, _Session.on_subscribe),
+    codec.UNSUBSCRIPTION: (cp.Unsub.FromString, _Session.on_unsubscribe),
+    codec.GET: (cp.Get.FromString, _Session.on_get),
+    codec.CLIENTACK: (cp.ClientAck.FromString, _Session.on_ack),
+    codec.CLIENTROLLBACK: (cp.ClientRollback.FromString, _Session.on_rollback),
 }

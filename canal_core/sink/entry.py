@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from ..entry.model import ENTRY_HEARTBEAT, ENTRY_ROWDATA, ENTRY_TRANSACTIONBEGIN, ENTRY_TRANSACTIONEND, CanalEntry
-from ..parse.model import EntryPosition
+from ..protocol.position import EntryPosition
 from .buffer import DML_EVENT_TYPES, TransactionBuffer
 
 Put = Callable[[list[CanalEntry]], None]

@@ -43,11 +43,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..entry.model import CanalEntry
-from ..parse.model import EntryPosition, LogIdentity, LogPosition
+from ..protocol.errors import CanalError
+from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 from .entry import EntrySink, Put
 
 
-class SinkClosedError(Exception):
+class SinkClosedError(CanalError):
     """The group sink was closed while a parser was waiting to store."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from operator import attrgetter
+from typing import cast
 
 from ..entry.model import ENTRY_ROWDATA, ENTRY_TRANSACTIONEND, CanalEntry
 from ..parse.model import (
@@ -46,8 +47,9 @@ from ..parse.model import (
     EVENT_RENAME,
     EVENT_TRUNCATE,
     EVENT_UPDATE,
-    EntryPosition,
 )
+from ..protocol.errors import CanalError
+from ..protocol.position import EntryPosition
 
 KEY_BUFFER_SIZE = "canal.instance.memory.buffer.size"
 KEY_MEM_UNIT = "canal.instance.memory.buffer.memunit"
@@ -72,7 +74,7 @@ class BatchMode(enum.Enum):
     ITEMSIZE = "ITEMSIZE"  # events
 
 
-class StoreError(RuntimeError):
+class StoreError(CanalError, RuntimeError):
     """A store operation that cannot be done (e.g. Canal's "no match ack position")."""
 
 
@@ -526,9 +528,10 @@ class MemoryEventStore:
 
     def _slice(self, first: int, last: int) -> list[StoredEvent]:
         i, j = first & self._mask, (last & self._mask) + 1
+        # slots first..last hold events: put filled them and ack has not freed them yet
         if i < j:
-            return self._events[i:j]  # type: ignore[return-value]
-        return self._events[i:] + self._events[:j]  # type: ignore[operator]
+            return cast(list[StoredEvent], self._events[i:j])
+        return cast(list[StoredEvent], self._events[i:] + self._events[:j])
 
     # ------------------------------------------------------------------ ack / rollback
 
@@ -600,7 +603,8 @@ class MemoryEventStore:
                 return None
             if self._ack == -1:
                 return replace(self._event(0).position, included=False) if self._put > -1 else None
-            return replace(self._last_acked, included=False)  # type: ignore[arg-type]
+            assert self._last_acked is not None  # set by every ack
+            return replace(self._last_acked, included=False)
 
     def latest_position(self) -> EntryPosition | None:
         """Canal's getLatestPosition: the last put event; included=True unless it was already acked."""
@@ -608,7 +612,8 @@ class MemoryEventStore:
             if self._closed or self._put == -1:
                 return None
             if self._put == self._ack:
-                return replace(self._last_acked, included=False)  # type: ignore[arg-type]
+                assert self._last_acked is not None  # put == ack > -1: something was acked
+                return replace(self._last_acked, included=False)
             return replace(self._event(self._put).position, included=True)
 
     def stats(self) -> StoreStats:

@@ -205,7 +205,7 @@ def destination_start(layout: Layout) -> tuple[str, int] | None:
     before its first start. Every row change from there on belongs in the changelog."""
     import json
 
-    from canal_core.parse.model import EntryPosition
+    from canal_core.protocol.position import EntryPosition
 
     try:
         meta = json.loads((layout.history_dir / "meta.json").read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from canal_core.server.auth import stored_hash
+from canal_core.protocol.auth import stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
 from tests.integration.tcp_served import PASSWORD, TABLE_A, TABLE_B, USER, Recorder, Served, master_status, server_conf

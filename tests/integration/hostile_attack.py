@@ -32,8 +32,8 @@ from typing import Any
 import pymysql
 
 from canal_core.client import SimpleConnector
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from tests.integration.server_process import PASSWORD, USER, RawClient, ServerProcess, start_server, write_conf
 
 TABLE = "hs_stream"

@@ -9,8 +9,8 @@ import sys
 import time
 
 from canal_core.entry.model import CanalEntry
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.controller import CanalController
 
 
@@ -51,7 +51,7 @@ def main() -> None:
             msg = ctl.server.get_without_ack(client, 4, 0.2)
             if msg.empty:
                 break
-            record(f"GOT {msg.batch_id} " + " ".join(tokens_of(msg.entries)))
+            record(f"GOT {msg.batch_id} " + " ".join(tokens_of(msg.raw_entries)))
             pending.append(msg.batch_id)
         if pending and delay:
             time.sleep(delay)  # hold batches outstanding a while, so a kill finds some unacked

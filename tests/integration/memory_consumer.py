@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
 from canal_core.server.controller import CanalController
 
 

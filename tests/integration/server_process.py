@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.server.auth import scramble, stored_hash
+from canal_core.protocol.auth import scramble, stored_hash
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
 from tests.support.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -18,9 +18,9 @@ from canal_core.client import (
     SimpleConnector,
     TimeUnit,
 )
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
-from canal_core.server.auth import scramble
+from canal_core.protocol.auth import scramble
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
 from tests.support.conf import source, write_conf

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
 from canal_core.server.controller import CanalController
 from tests.support.conf import source, write_conf
 from tests.support.net import free_port
@@ -176,7 +176,7 @@ def test_the_server_process_exports_canal_metrics(mariadb_settings: Any, admin_c
 
 def ep_rows(entry: Any) -> list[Any]:
     """The row images of a ROWDATA entry (none for transaction markers)."""
-    from canal_core.entry.proto import EntryProtocol_pb2 as ep
+    from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 
     if entry.entryType != ep.ROWDATA:
         return []

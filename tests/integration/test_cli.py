@@ -41,7 +41,7 @@ ROWS_NAMES = {"WRITE_ROWS_V1", "UPDATE_ROWS_V1", "DELETE_ROWS_V1", "WRITE_ROWS_V
 def run_cli(*args: str, script: bool = False, env: dict[str, str] | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
     cmd = [str(Path(sys.executable).parent / "canal-binlog")] if script else [sys.executable, "-m",
-                                                                              "canal_core.binlog"]
+                                                                              "canal_core.binlog_cli"]
     full_env = {k: v for k, v in os.environ.items() if k != "CANAL_BINLOG_PASSWORD"}
     full_env.update(env or {})
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, env=full_env,
@@ -205,7 +205,7 @@ def nobinlog_port(mariadb_settings: Any) -> Iterator[int]:
 
 
 def test_local_file_prints_every_event_with_the_inserted_rows(closed_binlog: dict[str, Any]) -> None:
-    # the console script, once; every other run goes through python -m canal_core.binlog
+    # the console script, once; every other run goes through python -m canal_core.binlog_cli
     events = events_of(run_cli(str(closed_binlog["path"]), script=True))
     assert [e["position"] for e in events] == closed_binlog["positions"]  # one line per event, in order
     assert all(e["file"] == closed_binlog["path"].name for e in events)
@@ -296,7 +296,7 @@ def test_broken_pipe_exits_quietly(closed_binlog: dict[str, Any], tmp_path: Path
     rotate = closed_binlog["positions"][-1]
     big = tmp_path / "big-bin.000001"
     big.write_bytes(data[:fde_end] + data[fde_end:rotate] * 3000)
-    proc = subprocess.Popen([sys.executable, "-m", "canal_core.binlog", str(big)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "canal_core.binlog_cli", str(big)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=REPO_ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     json.loads(proc.stdout.readline())

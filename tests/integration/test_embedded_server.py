@@ -14,7 +14,8 @@ import pytest
 from canal_core.entry.model import CanalEntry
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
-from canal_core.meta import BatchNotExistError, BatchOrderError, ClientIdentity
+from canal_core.meta import BatchNotExistError, BatchOrderError
+from canal_core.protocol.identity import ClientIdentity
 from canal_core.server.embedded import CanalServerWithEmbedded
 from tests.support.conf import source, write_conf
 
@@ -52,7 +53,7 @@ def _ids(msg_entries: list[bytes]) -> list[int]:
     for raw in msg_entries:
         e = CanalEntry.from_bytes(raw).entry
         if e.entryType == ROWDATA:
-            from canal_core.entry.proto import EntryProtocol_pb2 as pb
+            from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
             rc = pb.RowChange.FromString(e.storeValue)
             for rd in rc.rowDatas:
@@ -74,7 +75,7 @@ def _drain(server: CanalServerWithEmbedded, client: ClientIdentity, want: int, *
             if msg.empty:
                 break
             pending.append(msg.batch_id)
-            seen += _ids(msg.entries)
+            seen += _ids(msg.raw_entries)
         for bid in pending:
             server.ack(client, bid)
             acked.append(bid)
@@ -111,9 +112,9 @@ def test_get_ack_rollback_and_restart(mariadb_settings: Any, admin_conn: Any, ta
         server.rollback(client)
         a2 = server.get_without_ack(client, 3, 2)
         b2 = server.get_without_ack(client, 3, 2)
-        assert a2.entries == a.entries and b2.entries == b.entries
+        assert a2.raw_entries == a.raw_entries and b2.raw_entries == b.raw_entries
         server.ack(client, a2.batch_id)  # ack one, leave b2 outstanding across the restart
-        got_before_restart = seen + _ids(a2.entries)
+        got_before_restart = seen + _ids(a2.raw_entries)
         # the counters behind Canal's metrics, read through the API
         deadline = time.monotonic() + 15  # the parser may still be finishing the last transactions
         while server.metrics("example")["canal_instance_transactions"] < 20 and time.monotonic() < deadline:
@@ -144,7 +145,7 @@ def test_get_ack_rollback_and_restart(mariadb_settings: Any, admin_conn: Any, ta
     # in commit order across the restart; redelivery only of what was not acked
     assert after == sorted(after)
     # resumed right after the acked cursor: the unacked batch (b2) comes again, nothing acked does
-    assert after[0] == max(_ids(a2.entries)) + 1, (after[:5], _ids(a2.entries), _ids(b2.entries))
+    assert after[0] == max(_ids(a2.raw_entries)) + 1, (after[:5], _ids(a2.raw_entries), _ids(b2.raw_entries))
 
 
 def test_a_restart_before_any_ack_reads_from_the_first_start(mariadb_settings: Any, admin_conn: Any, table: str,
@@ -164,7 +165,7 @@ def test_a_restart_before_any_ack_reads_from_the_first_start(mariadb_settings: A
         seen: list[int] = []
         deadline = time.monotonic() + 20
         while len(seen) < 5 and time.monotonic() < deadline:  # taken, never acked
-            seen += _ids(server.get_without_ack(client, 3, 0.2).entries)
+            seen += _ids(server.get_without_ack(client, 3, 0.2).raw_entries)
         assert seen == [1, 2, 3, 4, 5]
     finally:
         server.stop_all()

@@ -13,10 +13,10 @@ import pymysql
 import pytest
 
 from canal_core.entry.model import CanalEntry
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance, GroupCanalInstance
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ def _consume(server: CanalServerWithEmbedded, client: ClientIdentity, want: int,
         msg = server.get_without_ack(client, 16, 0.3)
         if msg.empty:
             continue
-        for raw in msg.entries:
+        for raw in msg.raw_entries:
             e = CanalEntry.from_bytes(raw).entry
             ids = []
             if e.entryType == ROWDATA:

@@ -44,14 +44,9 @@ from kazoo.client import KazooClient
 
 from canal_core.client.connector import CanalClientError, ClusterConnector
 from canal_core.client.zookeeper import ServerDiscovery
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
-from canal_core.meta.zookeeper import (
-    cluster_path,
-    cursor_path,
-    decode_running,
-    destination_cluster_path,
-    server_running_path,
-)
+from canal_core.meta.zkpayload import decode_running
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
+from canal_core.protocol.zkpaths import cluster_path, cursor_path, destination_cluster_path, server_running_path
 from canal_core.server.controller import CanalController
 from tests.support.net import CutProxy, free_port
 

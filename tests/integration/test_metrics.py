@@ -15,10 +15,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from canal_core.entry.model import CanalEntry
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
-from canal_core.meta import ClientIdentity
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.metrics import MetricsServer
 from tests.support.conf import source, write_conf
@@ -145,7 +145,7 @@ def test_metrics_of_a_live_instance(mariadb_settings: Any, admin_conn: Any, tabl
             msg = server.get_without_ack(client, 1, 5)
             if msg.empty:
                 continue
-            (e,) = [_entry(raw) for raw in msg.entries]
+            (e,) = [_entry(raw) for raw in msg.raw_entries]
             batches.append((msg.batch_id, e))
             if e.entryType == ROWDATA and e.header.tableName == "metrics_t":
                 row_changes += 1

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from canal_core.meta.zookeeper import cursor_path
+from canal_core.protocol.zkpaths import cursor_path
 from pipelines.lake import Lake
 from pipelines.source import make_source
 from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge

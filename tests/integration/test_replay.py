@@ -27,7 +27,7 @@ def _ids(chunks) -> list[tuple[str, int]]:
             e = CanalEntry.from_bytes(data)
             if e.entry_type != ENTRY_ROWDATA or e.table != "replay_t":
                 continue
-            from canal_core.entry.proto import EntryProtocol_pb2 as pb
+            from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
             rc = pb.RowChange.FromString(e.entry.storeValue)
             for rd in rc.rowDatas:

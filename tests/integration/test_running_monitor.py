@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from canal_core.meta import ClientIdentity, FencedError, ZooKeeperMetaManager
-from canal_core.meta import zookeeper as z
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.meta import FencedError, ZooKeeperMetaManager
+from canal_core.meta.zkclient import new_client
+from canal_core.meta.zkpayload import encode_server_running
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.zkpaths import cursor_path, destination_cluster_root, fence_path, server_running_path
 from canal_core.server.running import ServerRegistration, ServerRunningMonitor
 from tests.support.net import CutProxy
 
@@ -75,7 +78,7 @@ def clients(zk_chroot: str) -> Iterator[Callable[..., KazooClient]]:
 
     def make(port: int | None = None) -> KazooClient:
         host, real = _hostport(zk_chroot)
-        c = z.new_client(f"{host}:{port or real}{_chroot(zk_chroot)}", session_timeout_ms=SESSION_MS)
+        c = new_client(f"{host}:{port or real}{_chroot(zk_chroot)}", session_timeout_ms=SESSION_MS)
         c.start(timeout=10)
         made.append(c)
         return c
@@ -92,8 +95,8 @@ def _monitor(zk: KazooClient, address: str, rec: Recorder, delay_s: float = 5.0)
 
 
 def _running(zk: KazooClient) -> dict[str, Any] | None:
-    got = zk.exists(z.server_running_path(DEST))
-    return json.loads(zk.get(z.server_running_path(DEST))[0]) if got else None
+    got = zk.exists(server_running_path(DEST))
+    return json.loads(zk.get(server_running_path(DEST))[0]) if got else None
 
 
 def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooClient]) -> None:
@@ -107,12 +110,12 @@ def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooCl
     time.sleep(0.5)
     try:
         assert a.is_active and not b.is_active and ra.kinds() == ["start"] and rb.kinds() == []
-        assert look.get(z.server_running_path(DEST))[0] == b'{"active":true,"address":"10.0.0.1:11111"}'
-        assert look.exists(z.server_running_path(DEST)).ephemeralOwner == za.client_id[0]
-        assert sorted(look.get_children(z.destination_cluster_root(DEST))) == [A, B]
+        assert look.get(server_running_path(DEST))[0] == b'{"active":true,"address":"10.0.0.1:11111"}'
+        assert look.exists(server_running_path(DEST)).ephemeralOwner == za.client_id[0]
+        assert sorted(look.get_children(destination_cluster_root(DEST))) == [A, B]
         assert b.active_address == A
         fence_a = a.fence.version
-        assert fence_a is not None and look.exists(z.fence_path(DEST)).version == fence_a
+        assert fence_a is not None and look.exists(fence_path(DEST)).version == fence_a
 
         za.stop()  # the active's session ends (its ephemeral nodes go at once)
         t_gone = time.monotonic()
@@ -122,13 +125,13 @@ def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooCl
         assert ra.times("stop")[0] < rb.times("start")[0]
         assert _running(look) == {"active": True, "address": B}
         assert b.fence.version == fence_a + 1 and a.fence.version is None
-        assert look.get_children(z.destination_cluster_root(DEST)) == [B]
+        assert look.get_children(destination_cluster_root(DEST)) == [B]
     finally:
         b.stop()
         a.stop()
     assert rb.kinds() == ["start", "stop"]
-    assert look.exists(z.server_running_path(DEST)) is None
-    assert look.get_children(z.destination_cluster_root(DEST)) == []
+    assert look.exists(server_running_path(DEST)) is None
+    assert look.get_children(destination_cluster_root(DEST)) == []
 
 
 def test_previous_active_regrabs_at_once_after_its_session_expired(clients: Callable[..., KazooClient],
@@ -156,7 +159,7 @@ def test_previous_active_regrabs_at_once_after_its_session_expired(clients: Call
         time.sleep(max(0.0, t0 + 5.0 + 1.5 - time.monotonic()))  # past B's delay: B tried and lost
         assert rb.kinds() == [] and not b.is_active and a.is_active
         assert _running(look) == {"active": True, "address": A}
-        assert look.exists(z.server_running_path(DEST)).ephemeralOwner == za.client_id[0]
+        assert look.exists(server_running_path(DEST)).ephemeralOwner == za.client_id[0]
     finally:
         a.stop()
         b.stop()
@@ -180,11 +183,11 @@ def test_stop_releases_and_a_standby_takes_over_after_its_delay(clients: Callabl
         assert ra.kinds() == ["start", "stop"]
         assert t_b - ra.times("stop")[0] >= DELAY  # B waited its delay
         assert _running(look) == {"active": True, "address": B}
-        assert look.get_children(z.destination_cluster_root(DEST)) == [B]
+        assert look.get_children(destination_cluster_root(DEST)) == [B]
         # a running node rewritten to "active":false for B is a voluntary release (Canal's rule)
-        look.set(z.server_running_path(DEST), z.encode_server_running(B, active=False))
+        look.set(server_running_path(DEST), encode_server_running(B, active=False))
         wait_for(lambda: not b.is_active, 8)
-        assert rb.kinds() == ["start", "stop"] and look.exists(z.server_running_path(DEST)) is None
+        assert rb.kinds() == ["start", "stop"] and look.exists(server_running_path(DEST)) is None
         wait_for(lambda: b.is_active, DELAY + 8)  # nobody else: B competes again after its delay
     finally:
         b.stop()
@@ -248,7 +251,7 @@ def test_split_brain_cut_active_stops_first_and_is_fenced(clients: Callable[...,
         with ZooKeeperMetaManager(za, fence=stale) as meta_stale2:
             with pytest.raises(FencedError):
                 meta_stale2.update_cursor(client, LogPosition(ident, EntryPosition("mysql-bin.000001", 999)))
-        cursor = json.loads(look.get(z.cursor_path(DEST, 1001))[0])
+        cursor = json.loads(look.get(cursor_path(DEST, 1001))[0])
         assert cursor["postion"]["position"] == 200
         meta_a.stop()
     finally:

@@ -31,14 +31,10 @@ from canal_core.binlog import events as E
 from canal_core.mysql import ReplicationConnection
 from canal_core.parse.ddl import parse_ddl
 from canal_core.parse.history import SchemaHistory, position_key
-from canal_core.parse.model import (
-    EntryPosition,
-    SchemaMismatchError,
-    UnknownTableError,
-    UnparsableDdlError,
-)
+from canal_core.parse.model import SchemaMismatchError, UnknownTableError, UnparsableDdlError
 from canal_core.parse.schema import SchemaModel
 from canal_core.parse.server_schema import read_server_schema
+from canal_core.protocol.position import EntryPosition
 
 pytestmark = pytest.mark.integration
 

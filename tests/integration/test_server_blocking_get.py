@@ -13,8 +13,8 @@ import pymysql
 import pytest
 
 from canal_core.client import SimpleConnector
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from tests.integration.server_process import PASSWORD, USER, RawClient, start_server, wait, write_conf
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from canal_core.client.connector import CanalClientError, SimpleConnector
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from tests.integration.server_process import destination_running
 from tests.support.net import free_port
 

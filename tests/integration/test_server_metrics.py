@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from canal_core.client.connector import CanalClientError, SimpleConnector
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
 from tests.integration.server_process import destination_running
 from tests.support.net import free_port
 

@@ -26,12 +26,12 @@ import pymysql
 import pytest
 
 from canal_core.entry.model import CanalEntry
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
-from canal_core.meta import ClientIdentity
 from canal_core.parse.health import ErrorKind, ParserState
 from canal_core.parse.identity import SourceMismatchError
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 
 pytestmark = pytest.mark.integration
@@ -136,7 +136,7 @@ def _take(server: CanalServerWithEmbedded, want: int, timeout: float = 60) -> li
     while time.monotonic() < deadline:
         msg = server.get_without_ack(CLIENT, 100, 0.2)
         if not msg.empty:
-            rows += _rows(msg.entries)
+            rows += _rows(msg.raw_entries)
             server.ack(CLIENT, msg.batch_id)
         if len(rows) >= want:
             quiet_until = quiet_until or time.monotonic() + 2.0
@@ -163,7 +163,7 @@ def _refused(inst: CanalInstance, server: CanalServerWithEmbedded, port: int, se
 
     def nothing_delivered() -> None:
         msg = server.get_without_ack(CLIENT, 100, 0.2)
-        assert msg.empty, f"delivered from the other server: {_rows(msg.entries)}"
+        assert msg.empty, f"delivered from the other server: {_rows(msg.raw_entries)}"
 
     deadline = time.monotonic() + 60
     while not refused():

@@ -19,11 +19,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
-from canal_core.meta import ClientIdentity, MemoryMetaManager
+from canal_core.meta import MemoryMetaManager
 from canal_core.parse.history import SchemaHistory
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.store.ring import MemoryEventStore
 from pipelines.replay import binlog_head
@@ -272,8 +273,8 @@ class Canal:
             if msg.empty:
                 continue
             batch_ids.append(msg.batch_id)
-            entries += msg.entries
-            for raw in msg.entries:
+            entries += msg.raw_entries
+            for raw in msg.raw_entries:
                 e = pb.Entry.FromString(raw)
                 if e.entryType == pb.ROWDATA:
                     seen += len(pb.RowChange.FromString(e.storeValue).rowDatas)

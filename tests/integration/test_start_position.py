@@ -28,7 +28,7 @@ from canal_core.parse.locator import (
     StartPositionLocator,
     TimestampTooOldError,
 )
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 
 pytestmark = pytest.mark.integration
 

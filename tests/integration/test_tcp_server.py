@@ -20,7 +20,7 @@ from canal_core.client import (
     SimpleConnector,
     TimeUnit,
 )
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
 from tests.integration.tcp_served import (
     PASSWORD,
     TABLE_A,

@@ -20,7 +20,7 @@ from canal_core.client import (
     TimeUnit,
 )
 from canal_core.instance.config import ConfigError
-from canal_core.server.auth import stored_hash
+from canal_core.protocol.auth import stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.tcp import CanalTcpServer

@@ -19,10 +19,11 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 
 from canal_core.client.zookeeper import ServerDiscovery
-from canal_core.meta import ClientIdentity, PositionRange, ZooKeeperMetaManager
+from canal_core.meta import PositionRange, ZooKeeperMetaManager
 from canal_core.meta.zkacl import ZkAuth
-from canal_core.meta.zookeeper import ZkServers
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.meta.zkclient import ZkServers
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.server.running import ServerRegistration, ServerRunningMonitor
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,8 @@ from kazoo.client import KazooClient
 
 from canal_core.client.running import ClientRunningMonitor
 from canal_core.client.zookeeper import ServerDiscovery
-from canal_core.meta import zookeeper as z
+from canal_core.meta.zkclient import new_client
+from canal_core.protocol.zkpaths import destination_cluster_path
 from canal_core.server.running import ServerRunningMonitor
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ def clients(zk_chroot: str) -> Iterator[Callable[[], KazooClient]]:
     made: list[KazooClient] = []
 
     def make() -> KazooClient:
-        c = z.new_client(zk_chroot, session_timeout_ms=SESSION_MS)
+        c = new_client(zk_chroot, session_timeout_ms=SESSION_MS)
         c.start(timeout=10)
         made.append(c)
         return c
@@ -97,9 +98,9 @@ def test_discovery_follows_the_running_server(clients: Callable[[], KazooClient]
         assert disc() == [] and seen == [[]]  # nothing registered: nothing to try
         # a registered server without a running instance is offered (Canal: it may start lazily)
         look = clients()
-        look.create(z.destination_cluster_path("example", "10.0.0.9:11111"), ephemeral=True, makepath=True)
+        look.create(destination_cluster_path("example", "10.0.0.9:11111"), ephemeral=True, makepath=True)
         wait_for(lambda: disc() == [("10.0.0.9", 11111)], 5)
-        look.delete(z.destination_cluster_path("example", "10.0.0.9:11111"))
+        look.delete(destination_cluster_path("example", "10.0.0.9:11111"))
 
         a = ServerRunningMonitor(clients(), "example", "127.0.0.1:21111", delay_s=0.5)
         b = ServerRunningMonitor(clients(), "example", "127.0.0.1:21112", delay_s=0.5)

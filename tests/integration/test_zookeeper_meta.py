@@ -18,7 +18,6 @@ from canal_core.instance.config import CanalConfig
 from canal_core.instance.instance import CanalInstance
 from canal_core.meta import (
     BatchOrderError,
-    ClientIdentity,
     Fence,
     FencedError,
     PeriodMixedMetaManager,
@@ -26,8 +25,10 @@ from canal_core.meta import (
     ZooKeeperMetaManager,
     ZooKeeperPositionManager,
 )
-from canal_core.meta import zookeeper as z
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.meta.zkpayload import decode_cursor
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.zkpaths import mark_node
 from canal_core.server.embedded import CanalServerWithEmbedded
 
 pytestmark = pytest.mark.integration
@@ -173,7 +174,7 @@ def test_period_mixed_flushes_each_period_and_coalesces(zk_chroot: str, zk: Kazo
         cursor_node = "/otter/canal/destinations/example/1001/cursor"
         for n in range(1, 31):  # 30 acks in a burst
             m.update_cursor(c, pos(n))
-        t = _wait(lambda: zk.exists(cursor_node) is not None and z.decode_cursor(zk.get(cursor_node)[0],
+        t = _wait(lambda: zk.exists(cursor_node) is not None and decode_cursor(zk.get(cursor_node)[0],
                                                                                where="") == pos(30), 3)
         assert t <= period_ms / 1000 + 0.3, t
         stat = zk.exists(cursor_node)
@@ -181,7 +182,7 @@ def test_period_mixed_flushes_each_period_and_coalesces(zk_chroot: str, zk: Kazo
         # memory is ahead of ZooKeeper between flushes; the next period writes only what changed
         m.update_cursor(c, pos(31))
         assert m.get_cursor(c) == pos(31)
-        _wait(lambda: z.decode_cursor(zk.get(cursor_node)[0], where="") == pos(31), period_ms / 1000 + 0.5)
+        _wait(lambda: decode_cursor(zk.get(cursor_node)[0], where="") == pos(31), period_ms / 1000 + 0.5)
         time.sleep(2.5 * period_ms / 1000)
         stat2 = zk.exists(cursor_node)
         assert stat2 is not None and stat2.version == stat.version + 1  # idle periods write nothing
@@ -199,7 +200,7 @@ def test_period_mixed_restart_reads_back_and_stop_flushes(zk_chroot: str, zk: Ka
     t0 = time.monotonic()
     m1.stop()
     assert time.monotonic() - t0 < 2
-    assert z.decode_cursor(zk.get("/otter/canal/destinations/example/1001/cursor")[0], where="") == pos(7)
+    assert decode_cursor(zk.get("/otter/canal/destinations/example/1001/cursor")[0], where="") == pos(7)
     assert zk.exists("/otter/canal/destinations/example/1001/mark") is None
 
     # marks a direct manager left are loaded with the destination, under their ids
@@ -243,8 +244,8 @@ def test_fence_refuses_writes_of_a_stale_holder(zk_chroot: str, zk: KazooClient)
         with pytest.raises(FencedError):
             m.subscribe(ClientIdentity("example", 1002))
         # nothing changed in ZooKeeper
-        assert z.decode_cursor(zk.get("/otter/canal/destinations/example/1001/cursor")[0], where="") == pos(1)
-        assert zk.get_children("/otter/canal/destinations/example/1001/mark") == [z.mark_node(bid)]
+        assert decode_cursor(zk.get("/otter/canal/destinations/example/1001/cursor")[0], where="") == pos(1)
+        assert zk.get_children("/otter/canal/destinations/example/1001/mark") == [mark_node(bid)]
         assert not zk.exists("/otter/canal/destinations/example/1002")
         # the same manager with the current version writes again; a released fence refuses without asking
         fence.hold(held + 1)
@@ -265,7 +266,7 @@ def test_fence_refuses_writes_of_a_stale_holder(zk_chroot: str, zk: KazooClient)
     with pytest.raises(FencedError):
         pm.flush()
     pm.stop()
-    assert z.decode_cursor(zk.get("/otter/canal/destinations/example/1001/cursor")[0], where="") == pos(3)
+    assert decode_cursor(zk.get("/otter/canal/destinations/example/1001/cursor")[0], where="") == pos(3)
 
 
 # ---- a period-mixed instance over the private MariaDB ----------------------------------------------------
@@ -274,7 +275,7 @@ ROWDATA = 2
 
 
 def _ids(entries: list[bytes]) -> list[int]:
-    from canal_core.entry.proto import EntryProtocol_pb2 as pb
+    from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
     out = []
     for raw in entries:
@@ -291,7 +292,7 @@ def _drain(server: CanalServerWithEmbedded, client: ClientIdentity, want: set[in
     while not want <= set(seen) and time.monotonic() < deadline:
         msg = server.get_without_ack(client, 5, 0.3)
         if not msg.empty:
-            seen += _ids(msg.entries)
+            seen += _ids(msg.raw_entries)
             server.ack(client, msg.batch_id)
     return seen
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from canal_core.server.auth import AuthConfigError, Authenticator, check_scramble, scramble, stored_hash
+from canal_core.protocol.auth import check_scramble, scramble, stored_hash
+from canal_core.server.auth import AuthConfigError, Authenticator
 
 SEED = bytes(range(1, 9))  # 01..08
 CANAL_HASH = "E3619321C1A937C46A0D8BD1DAC39F93B27D4458"

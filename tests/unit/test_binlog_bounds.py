@@ -52,7 +52,7 @@ sys.exit(proc.returncode)
 
 def run_bounded(*args: str) -> tuple[int, str, float]:
     """canal-binlog ARGS under the cap: (exit status, its stderr, peak RSS in MB)."""
-    cmd = [sys.executable, "-c", _WRAPPER, str(ADDRESS_SPACE_CAP), sys.executable, "-m", "canal_core.binlog", *args]
+    cmd = [sys.executable, "-c", _WRAPPER, str(ADDRESS_SPACE_CAP), sys.executable, "-m", "canal_core.binlog_cli", *args]
     env = {k: v for k, v in os.environ.items() if k != "CANAL_BINLOG_DEBUG"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
     lines = proc.stderr.splitlines()

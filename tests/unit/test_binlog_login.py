@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from canal_core.binlog.cli import main
-from canal_core.binlog.optionfile import OptionFileError, read_option_file
-from canal_core.binlog.server_login import ASK, LoginError, resolve_login
+from canal_core.binlog_cli.command import main
+from canal_core.binlog_cli.optionfile import OptionFileError, read_option_file
+from canal_core.binlog_cli.server_login import ASK, LoginError, resolve_login
 from tests.support.net import free_port
 
 GROUPS = ("client", "canal-binlog")

@@ -20,10 +20,10 @@ from canal_core.binlog.constants import ColumnType as CT
 from canal_core.binlog.rows import ABSENT
 from canal_core.binlog.tablemap import Column, TableDef
 from canal_core.entry import EntryConverter, rowcodegen
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
 from canal_core.entry.rowcodegen import TablePlan
 from canal_core.entry.rowdata import encode_rows
 from canal_core.parse.model import EVENT_DELETE, EVENT_INSERT, EVENT_UPDATE, ColumnMeta, TableMeta
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 Gen = Callable[[random.Random], Any]
 UTC = dt.UTC

@@ -20,9 +20,9 @@ from fixture_support import DumpEvent, fixture_path, parse_mysqlbinlog, read_tex
 
 from canal_core.binlog import BinlogDecoder, read_file
 from canal_core.binlog import events as E
-from canal_core.entry import CanalEntry, EntryConverter, GtidInfo
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from canal_core.parse.model import EVENT_ALTER, EVENT_CREATE, EVENT_DELETE, ColumnMeta, DdlResult, TableMeta
+from canal_core.entry import CanalEntry, EntryConverter
+from canal_core.parse.model import EVENT_ALTER, EVENT_CREATE, EVENT_DELETE, ColumnMeta, DdlResult, GtidInfo, TableMeta
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 UTC = dt.UTC
 

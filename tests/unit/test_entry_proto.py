@@ -14,13 +14,13 @@ from canal_core.binlog import events as E
 from canal_core.binlog.constants import ColumnType as CT
 from canal_core.binlog.rows import ABSENT
 from canal_core.binlog.tablemap import Column, TableDef
-from canal_core.entry import CanalEntry, EntryConverter, GtidInfo
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from canal_core.parse.model import ColumnMeta, DdlResult, TableMeta
+from canal_core.entry import CanalEntry, EntryConverter
+from canal_core.parse.model import ColumnMeta, DdlResult, GtidInfo, TableMeta
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[2]
-PROTO_DIR = REPO / "canal_core" / "entry" / "proto"
+PROTO_DIR = REPO / "canal_core" / "protocol" / "proto"
 
 
 # ---- a protobuf wire reader written for these tests ----------------------------------------------

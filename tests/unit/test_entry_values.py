@@ -24,7 +24,7 @@ from canal_core.binlog import events as E
 from canal_core.binlog.constants import ColumnType as CT
 from canal_core.binlog.rows import ABSENT
 from canal_core.binlog.tablemap import Column, TableDef
-from canal_core.entry import EntryConverter, GtidInfo, classify_query
+from canal_core.entry import EntryConverter, classify_query
 from canal_core.entry.javafmt import (
     _double_parts,
     _exact_digits,
@@ -32,8 +32,9 @@ from canal_core.entry.javafmt import (
     java_double_to_string,
     java_float_to_string,
 )
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from canal_core.parse.model import ColumnMeta, DdlResult, LogIdentity, SchemaMismatchError, TableMeta
+from canal_core.parse.model import ColumnMeta, DdlResult, GtidInfo, SchemaMismatchError, TableMeta
+from canal_core.protocol.position import LogIdentity
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 UTC = dt.UTC
 

@@ -19,7 +19,6 @@ from canal_core.parse.history_store import FileHistoryStore, MemoryHistoryStore
 from canal_core.parse.model import (
     EVENT_ALTER,
     EVENT_QUERY,
-    EntryPosition,
     SchemaHistoryError,
     SchemaMismatchError,
     UnknownTableError,
@@ -27,6 +26,7 @@ from canal_core.parse.model import (
 )
 from canal_core.parse.schema import SchemaModel
 from canal_core.parse.table_map_check import table_map_differences
+from canal_core.protocol.position import EntryPosition
 
 
 def P(pos: int, file: str = "mysql-bin.000001", **kw: Any) -> EntryPosition:

@@ -12,7 +12,6 @@ from canal_core.meta import (
     BatchNotExistError,
     BatchOrderError,
     CanalMetaError,
-    ClientIdentity,
     MemoryMetaManager,
     NotSubscribedError,
     PositionRange,
@@ -22,7 +21,8 @@ from canal_core.meta import (
     meta_position_manager,
     min_position,
 )
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 
 # docs/canal-compat.md §2, verbatim
 COMPAT_CURSOR = ('{"identity":{"slaveId":-1,"sourceAddress":{"address":"localhost","port":3306}},"postion":{"gtid":"",'

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import canal_core.meta.file as meta_file
-from canal_core.meta import BatchLedger, ClientIdentity, FileMixedMetaManager, MetaStoreError, PositionRange
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.meta import BatchLedger, FileMixedMetaManager, MetaStoreError, PositionRange
 from canal_core.parse.position import FailbackPositionManager, MemoryPositionManager, MetaPositionManager
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 
 REPO = Path(__file__).resolve().parents[2]
 C1 = ClientIdentity("example", 1001, "")
@@ -169,8 +170,9 @@ def test_crash_between_write_and_rename(tmp_path: Path) -> None:
     path.write_bytes(COMPAT_META)
     script = textwrap.dedent(f"""
         import os
-        from canal_core.meta import ClientIdentity, FileMixedMetaManager
-        from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+        from canal_core.meta import FileMixedMetaManager
+        from canal_core.protocol.identity import ClientIdentity
+        from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
         m = FileMixedMetaManager({str(tmp_path)!r}, flush_period_ms=60_000)
         m.start()
         m.update_cursor(ClientIdentity("example", 1001),
@@ -216,7 +218,7 @@ def test_bad_settings(tmp_path: Path) -> None:
 
 
 def test_period_zero_writes_every_cursor_before_returning(tmp_path: Path) -> None:
-    from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+    from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 
     m = FileMixedMetaManager(tmp_path, flush_period_ms=0)
     m.start()

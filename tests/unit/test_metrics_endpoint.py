@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from canal_core.instance.destination import Destination
 from canal_core.meta import MemoryMetaManager
-from canal_core.server.embedded import CanalServerWithEmbedded, Destination
+from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.metrics import MetricsServer
 from canal_core.store.ring import MemoryEventStore
 

@@ -12,9 +12,11 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from canal_core.meta import ClientIdentity, MemoryMetaManager
-from canal_core.parse.model import EntryPosition
-from canal_core.server.embedded import CanalServerWithEmbedded, Destination
+from canal_core.instance.destination import Destination
+from canal_core.meta import MemoryMetaManager
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.protocol.position import EntryPosition
+from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.metrics import ClientMetrics, MetricsServer, render
 from canal_core.store.ring import MemoryEventStore, StoredEvent
 

@@ -16,9 +16,10 @@ from fixture_support import fixture_path, load_binlog_bytes, make_event, walk_he
 
 from canal_core.entry import EntryConverter
 from canal_core.mysql import ServerInfo
-from canal_core.parse.model import ColumnMeta, EntryPosition, LogPosition, TableMeta
+from canal_core.parse.model import ColumnMeta, TableMeta
 from canal_core.parse.parser import EventParser, ParserConfig, SourceConfig
 from canal_core.parse.position import MemoryPositionManager
+from canal_core.protocol.position import EntryPosition, LogPosition
 
 FIXTURE = "mysql-cdc-rs/tests/events/5.7/31_update_rows_v2/log.bin"
 GTID = "e3e2a4ee-b6dc-11ea-8bcf-0242ac150002:1"
@@ -63,6 +64,14 @@ class FakeConn:
 
 
 class History:
+    empty = False  # a history that has its first snapshot: the parser restores instead of bootstrapping
+
+    def restore(self, as_of: Any) -> None:
+        pass
+
+    def maybe_snapshot(self, position: Any, *, force: bool = False) -> bool:
+        return False
+
     def hints(self, schema: str, table: str) -> Any:
         return TABLE.hints() if table == TABLE.name else None
 

@@ -28,9 +28,10 @@ from canal_core.mysql import (
 from canal_core.parse.health import ErrorKind, HealthTracker, ParserState, classify
 from canal_core.parse.identity import SourceMismatchError
 from canal_core.parse.locator import PositionBeyondEndError, TimestampTooOldError
-from canal_core.parse.model import EntryPosition, LogPosition, SchemaMismatchError
+from canal_core.parse.model import SchemaMismatchError
 from canal_core.parse.parser import EventParser, ParserConfig, SourceConfig
 from canal_core.parse.position import MemoryPositionManager
+from canal_core.protocol.position import EntryPosition, LogPosition
 from tests.unit.fixture_support import make_event
 
 MISMATCH = SourceMismatchError("127.0.0.1:3439", "mysql-bin.000001", 1234, "an event written at T by server 1",
@@ -176,6 +177,14 @@ class FakeConn:
 
 
 class FakeHistory:
+    empty = False  # a history that has its first snapshot: the parser restores instead of bootstrapping
+
+    def restore(self, as_of: Any) -> None:
+        pass
+
+    def maybe_snapshot(self, position: Any, *, force: bool = False) -> bool:
+        return False
+
     def hints(self, schema: str, table: str) -> None:
         return None
 

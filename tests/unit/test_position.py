@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from canal_core.parse import position as P
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
 from canal_core.parse.position import (
     FailbackPositionManager,
     FilePositionManager,
@@ -19,6 +18,7 @@ from canal_core.parse.position import (
     PositionManager,
     PositionStoreError,
 )
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 
 # docs/canal-compat.md §2, verbatim
 CURSOR_EXAMPLE = (

@@ -28,7 +28,7 @@ from canal_core.parse.locator import (
     TimestampTooOldError,
     same_source,
 )
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from tests.unit.fixture_support import fix_length_and_crc, fixture_path, make_event, walk_headers
 
 UUID = "396e294c-1ca4-11f1-9ae7-00155da79c6b"

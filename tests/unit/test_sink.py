@@ -17,15 +17,8 @@ from canal_core.entry.model import (
     ENTRY_TRANSACTIONEND,
     CanalEntry,
 )
-from canal_core.parse.model import (
-    EVENT_CREATE,
-    EVENT_GTID,
-    EVENT_INSERT,
-    EVENT_MHEARTBEAT,
-    EVENT_QUERY,
-    EVENT_UPDATE,
-    EntryPosition,
-)
+from canal_core.parse.model import EVENT_CREATE, EVENT_GTID, EVENT_INSERT, EVENT_MHEARTBEAT, EVENT_QUERY, EVENT_UPDATE
+from canal_core.protocol.position import EntryPosition
 from canal_core.sink import EntrySink, TransactionBuffer, position_after
 
 # ---- synthetic binlog streams (shared with test_sink_group) ---------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from test_sink import Stream, feed, kinds
 
 from canal_core.entry.model import ENTRY_ROWDATA, ENTRY_TRANSACTIONBEGIN, ENTRY_TRANSACTIONEND, CanalEntry
-from canal_core.parse.model import EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.sink import GroupSink, SinkClosedError, position_after
 
 FAR_FUTURE = 1 << 60

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 import pipelines.staging as S
-from canal_core.entry import wire as W
 from canal_core.entry.convert import ENTRY_ROWDATA, _entry_bytes, _rows_entry_bytes
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
+from canal_core.protocol import wire as W
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from pipelines.types import convert_texts
 
 # (name, mysqlType, isKey)

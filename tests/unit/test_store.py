@@ -14,8 +14,9 @@ from canal_core.entry.model import (
     ENTRY_TRANSACTIONEND,
     CanalEntry,
 )
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from canal_core.parse.model import EVENT_ALTER, EVENT_INSERT, EVENT_QUERY, EVENT_UPDATE, EntryPosition
+from canal_core.parse.model import EVENT_ALTER, EVENT_INSERT, EVENT_QUERY, EVENT_UPDATE
+from canal_core.protocol.position import EntryPosition
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.store import (
     CANCEL_POLL,
     KEY_BATCH_MODE,

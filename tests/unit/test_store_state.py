@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from canal_core.entry.model import ENTRY_HEARTBEAT, ENTRY_ROWDATA, ENTRY_TRANSACTIONBEGIN, ENTRY_TRANSACTIONEND
-from canal_core.parse.model import EVENT_ALTER, EVENT_INSERT, EVENT_QUERY, EVENT_TRUNCATE, EntryPosition
+from canal_core.parse.model import EVENT_ALTER, EVENT_INSERT, EVENT_QUERY, EVENT_TRUNCATE
+from canal_core.protocol.position import EntryPosition
 from canal_core.store import MemoryEventStore, StoredEvent, StoreError
 
 KINDS = [(ENTRY_TRANSACTIONBEGIN, 0), (ENTRY_ROWDATA, EVENT_INSERT), (ENTRY_ROWDATA, EVENT_INSERT),

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from canal_core.meta import ClientIdentity, MemoryMetaManager
-from canal_core.server.embedded import CanalServerWithEmbedded, Destination, SubscriptionFilterError
+from canal_core.instance.destination import Destination
+from canal_core.meta import MemoryMetaManager
+from canal_core.protocol.identity import ClientIdentity
+from canal_core.server.embedded import CanalServerWithEmbedded, SubscriptionFilterError
 from canal_core.store.ring import MemoryEventStore
 
 

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from canal_core.entry.proto import CanalProtocol_pb2 as cp
-from canal_core.entry.proto import EntryProtocol_pb2 as ep
-from canal_core.server import codec
+from canal_core.protocol import codec
+from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 
 
 def test_frames_split_anywhere() -> None:

@@ -17,7 +17,7 @@ from canal_core.binlog import BinlogDecoder, MalformedEventError
 from canal_core.binlog import events as E
 from canal_core.binlog.constants import ColumnType, EventType
 from canal_core.entry import EntryConverter
-from canal_core.entry.proto import EntryProtocol_pb2 as pb
+from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 
 MANUAL_BYTES = bytes.fromhex("6666863F66668EC100000042")
 

@@ -12,10 +12,32 @@ import pytest
 from canal_core.instance.config import CanalConfig, ConfigError, MetaMode
 from canal_core.instance.instance import CanalInstance
 from canal_core.meta import Fence, FencedError, PeriodMixedMetaManager, PositionRange
-from canal_core.meta import zookeeper as z
+from canal_core.meta.errors import MetaStoreError
 from canal_core.meta.model import log_position_from_dict
-from canal_core.parse.model import LOG_POSITION_TYPE, EntryPosition, LogIdentity, LogPosition
+from canal_core.meta.zkclient import connect
+from canal_core.meta.zkpayload import (
+    decode_cursor,
+    decode_running,
+    encode_client_running,
+    encode_cursor,
+    encode_server_running,
+    split_address,
+)
 from canal_core.parse.position import encode_position
+from canal_core.protocol.position import LOG_POSITION_TYPE, EntryPosition, LogIdentity, LogPosition
+from canal_core.protocol.zkpaths import (
+    InvalidDestinationError,
+    client_path,
+    client_running_path,
+    cluster_path,
+    cursor_path,
+    destination_cluster_path,
+    destination_path,
+    filter_path,
+    mark_path,
+    parse_path,
+    server_running_path,
+)
 
 # docs/canal-compat.md §2's cursor example, verbatim: a cursor node as a Java Canal writes it
 CANAL_CURSOR = (
@@ -41,7 +63,7 @@ def test_cursor_json_is_canals_example() -> None:
     pos = log_position_from_dict(parsed)
     assert pos == LogPosition(LogIdentity("localhost", 3306, -1),
                               EntryPosition("mysql-bin.000004", 13885, 1, 1591600659000, "", False))
-    ours = z.encode_cursor(pos)
+    ours = encode_cursor(pos)
     assert json.loads(ours) == parsed
     assert _key_paths(json.loads(ours)) == _key_paths(parsed)  # the same keys in Canal's order
     assert ours == example.encode()  # byte for byte, compact as fastjson writes it
@@ -51,12 +73,12 @@ def test_cursor_json_is_canals_example() -> None:
 
 def test_cursor_json_omits_nulls_and_reads_back() -> None:
     pos = LogPosition(LogIdentity("10.0.0.1", 3307, 9), EntryPosition("", 0, None, None, "0-1-42", True))
-    d = json.loads(z.encode_cursor(pos))
+    d = json.loads(encode_cursor(pos))
     assert "serverId" not in d["postion"] and "timestamp" not in d["postion"]
-    assert z.decode_cursor(z.encode_cursor(pos), where="x") == pos
-    assert z.decode_cursor(b"", where="x") is None
-    with pytest.raises(z.MetaStoreError, match="cannot parse the cursor in ZooKeeper /p"):
-        z.decode_cursor(b"{not json", where="/p")
+    assert decode_cursor(encode_cursor(pos), where="x") == pos
+    assert decode_cursor(b"", where="x") is None
+    with pytest.raises(MetaStoreError, match="cannot parse the cursor in ZooKeeper /p"):
+        decode_cursor(b"{not json", where="/p")
 
 
 def test_parse_position_payload_has_no_type() -> None:
@@ -77,30 +99,30 @@ def test_mark_json_tags_every_position_with_its_class() -> None:
 
 
 def test_running_payloads() -> None:
-    assert z.encode_server_running("10.20.144.51:11111") == b'{"active":true,"address":"10.20.144.51:11111"}'
-    assert z.encode_server_running("1.2.3.4:1", cid=7) == b'{"active":true,"address":"1.2.3.4:1","cid":7}'
-    assert (z.encode_client_running("10.0.0.7:5000", 1001)
+    assert encode_server_running("10.20.144.51:11111") == b'{"active":true,"address":"10.20.144.51:11111"}'
+    assert encode_server_running("1.2.3.4:1", cid=7) == b'{"active":true,"address":"1.2.3.4:1","cid":7}'
+    assert (encode_client_running("10.0.0.7:5000", 1001)
             == b'{"active":true,"address":"10.0.0.7:5000","clientId":1001}')
-    assert z.decode_running(b'{"active":false,"address":"a:1"}') == {"active": False, "address": "a:1"}
-    assert z.decode_running(b"garbage") == {} and z.decode_running(None) == {}
-    assert z.split_address("10.0.0.1:11111") == ("10.0.0.1", 11111)
-    assert z.split_address("[::1]:11111") == ("::1", 11111)
-    assert z.split_address("nohost") is None and z.split_address("h:port") is None
+    assert decode_running(b'{"active":false,"address":"a:1"}') == {"active": False, "address": "a:1"}
+    assert decode_running(b"garbage") == {} and decode_running(None) == {}
+    assert split_address("10.0.0.1:11111") == ("10.0.0.1", 11111)
+    assert split_address("[::1]:11111") == ("::1", 11111)
+    assert split_address("nohost") is None and split_address("h:port") is None
 
 
 def test_paths_are_canals() -> None:
-    assert z.client_path("example", 1001) == "/otter/canal/destinations/example/1001"
-    assert z.filter_path("example", 1001) == "/otter/canal/destinations/example/1001/filter"
-    assert z.cursor_path("example", 1001) == "/otter/canal/destinations/example/1001/cursor"
-    assert z.mark_path("example", 1001, 12) == "/otter/canal/destinations/example/1001/mark/0000000012"
-    assert z.parse_path("example") == "/otter/canal/destinations/example/parse"
-    assert z.server_running_path("example") == "/otter/canal/destinations/example/running"
-    assert z.client_running_path("example", 1001) == "/otter/canal/destinations/example/1001/running"
-    assert z.destination_cluster_path("example", "1.2.3.4:11111") == \
+    assert client_path("example", 1001) == "/otter/canal/destinations/example/1001"
+    assert filter_path("example", 1001) == "/otter/canal/destinations/example/1001/filter"
+    assert cursor_path("example", 1001) == "/otter/canal/destinations/example/1001/cursor"
+    assert mark_path("example", 1001, 12) == "/otter/canal/destinations/example/1001/mark/0000000012"
+    assert parse_path("example") == "/otter/canal/destinations/example/parse"
+    assert server_running_path("example") == "/otter/canal/destinations/example/running"
+    assert client_running_path("example", 1001) == "/otter/canal/destinations/example/1001/running"
+    assert destination_cluster_path("example", "1.2.3.4:11111") == \
         "/otter/canal/destinations/example/cluster/1.2.3.4:11111"
-    assert z.cluster_path("1.2.3.4:11111") == "/otter/canal/cluster/1.2.3.4:11111"
-    with pytest.raises(z.MetaStoreError):
-        z.destination_path("a/b")
+    assert cluster_path("1.2.3.4:11111") == "/otter/canal/cluster/1.2.3.4:11111"
+    with pytest.raises(InvalidDestinationError, match="invalid destination name 'a/b' for ZooKeeper"):
+        destination_path("a/b")
 
 
 def test_fence_refuses_locally_when_not_held() -> None:
@@ -153,5 +175,5 @@ def test_default_instance_xml_builds_period_mixed_meta(tmp_path: Path) -> None:
     assert meta.flush_period_ms == 250 and meta.zookeeper._writer.fences == {"example": fence}
     # building connects nothing (the server above does not exist); start() connects, and a server that does not
     # answer is an error naming the key
-    with pytest.raises(z.MetaStoreError, match=r"cannot connect to ZooKeeper 127\.0\.0\.1:1/canal \(canal\.zkS"):
-        z.connect("127.0.0.1:1/canal", session_timeout_ms=4000, timeout=0.5)
+    with pytest.raises(MetaStoreError, match=r"cannot connect to ZooKeeper 127\.0\.0\.1:1/canal \(canal\.zkS"):
+        connect("127.0.0.1:1/canal", session_timeout_ms=4000, timeout=0.5)

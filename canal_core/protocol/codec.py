@@ -14,8 +14,9 @@ import enum
 import struct
 from collections.abc import Sequence
 
-from ..entry.proto import CanalProtocol_pb2 as cp
-from ..entry.wire import varint
+from .errors import CanalError
+from .proto import CanalProtocol_pb2 as cp
+from .wire import varint
 
 HEADER = struct.Struct(">i")
 VERSION = 1  # the Packet.version Canal's server writes and its clients require in the handshake
@@ -41,7 +42,7 @@ CLIENTROLLBACK = cp.CLIENTROLLBACK
 ACCEPTED_COMPRESSIONS = (cp.COMPRESSIONCOMPATIBLEPROTO2, cp.NONE)
 
 
-class ProtocolError(Exception):
+class ProtocolError(CanalError):
     """Bytes that are not Canal's protocol: bad frame length, unparsable packet, unexpected type."""
 
 
@@ -123,9 +124,9 @@ def messages_packet(batch_id: int, entries: Sequence[bytes]) -> bytes:
     return b"".join((_MESSAGES_HEAD, varint(len(body)), body))
 
 
-def parse_packet(data: bytes) -> cp.Packet:
+def parse_packet(data: bytes | bytearray) -> cp.Packet:
     try:
-        return cp.Packet.FromString(data)
+        return cp.Packet.FromString(data)  # type: ignore[arg-type]  # upb parses any buffer; the stubs say bytes
     except Exception as e:  # protobuf's DecodeError, but upb and python raise different classes
         raise ProtocolError(f"not a Canal packet ({len(data)} bytes): {e}") from e
 

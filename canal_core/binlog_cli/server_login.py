@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from ..protocol.errors import CanalError
 from .optionfile import OptionFileError, read_option_file
 
 PASSWORD_ENV = "CANAL_BINLOG_PASSWORD"
@@ -21,7 +22,7 @@ OPTION_GROUPS = ("client", "canal-binlog")
 ASK = object()  # --password given without a value: ask on the terminal
 
 
-class LoginError(ValueError):
+class LoginError(CanalError, ValueError):
     """A --url, --defaults-file or port that cannot be used (a usage error)."""
 
 

@@ -20,16 +20,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from . import events as E
-from .constants import DEFAULT_MAX_EVENT_SIZE, EventType
-from .decoder import BinlogDecoder
-from .errors import BinlogError
-from .events import _jsonable
-from .gtid import GtidError, MariaGtidPosition, MySQLGtidSet
-from .reader import LocalBinlogReader, read_file
-from .rows import ABSENT
+from ..binlog import events as E
+from ..binlog.constants import DEFAULT_MAX_EVENT_SIZE, EventType
+from ..binlog.decoder import BinlogDecoder
+from ..binlog.errors import BinlogError
+from ..binlog.events import _jsonable
+from ..binlog.gtid import GtidError, MariaGtidPosition, MySQLGtidSet
+from ..binlog.reader import LocalBinlogReader, read_file
+from ..binlog.rows import ABSENT
+from ..binlog.tablemap import ColumnHint, TableDef
 from .server_login import ASK, PASSWORD_ENV, LoginError, resolve_login
-from .tablemap import ColumnHint, TableDef
 
 PROG = "canal-binlog"
 ERROR_PREFIX = f"{PROG}: error: "
@@ -568,7 +568,7 @@ def _run_live(opts: Options, writer: _Writer) -> None:
         _emit(_lines(decoded, decoder, hints, opts.table_filter, ns.brief), writer, ns.limit)
     finally:
         if stream is not None and hasattr(stream, "close"):
-            stream.close()  # type: ignore[attr-defined]
+            stream.close()
         conn.close()
         if hints is not None:
             hints.close()

@@ -13,10 +13,12 @@ import os
 import stat
 from pathlib import Path
 
+from ..protocol.errors import CanalError
+
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "r": "\r", "\\": "\\", "s": " ", "'": "'", '"': '"'}
 
 
-class OptionFileError(ValueError):
+class OptionFileError(CanalError, ValueError):
     """An option file that cannot be used; the message names the file and line."""
 
 
