@@ -36,12 +36,12 @@ import pymysql
 import pytest
 from dagster import DagsterEventType, build_op_context
 
-from pipelines import lake as L
-from pipelines.assets.backfill import run_backfill
-from pipelines.pools import writer_pool
-from pipelines.reconcile import table_columns
-from pipelines.remerge import REMERGE_NOTE
-from pipelines.resources import SparkResource, resources_for
+from pipelines.defs.assets.backfill import run_backfill
+from pipelines.defs.pools import writer_pool
+from pipelines.defs.resources import SparkResource, resources_for
+from pipelines.engine import lake as L
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.remerge import REMERGE_NOTE
 from tests.integration.pipeline_driver import Driver, drive_until_idle, make_config, mirror_rows, source_rows
 
 pytestmark = pytest.mark.integration

@@ -33,7 +33,7 @@ import pymysql
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from pipelines.config import REPO_ROOT
+from pipelines.engine.config import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 

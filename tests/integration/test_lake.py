@@ -1,5 +1,5 @@
-"""pipelines.lake against Delta: staged windows written here with pyarrow per pipelines.window's contract, and
-every expected table state written out by hand (never computed by lake.py)."""
+"""pipelines.engine.lake against Delta: staged windows written here with pyarrow per pipelines.engine.window's
+contract, and every expected table state written out by hand (never computed by lake.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import lake as L
-from pipelines.remerge import REMERGE_NOTE, commits_after, remerge_mirror
-from pipelines.window import (
+from pipelines.engine import lake as L
+from pipelines.engine.remerge import REMERGE_NOTE, commits_after, remerge_mirror
+from pipelines.engine.window import (
     META_COLUMNS,
     OP_DELETE,
     OP_INSERT,
@@ -39,7 +39,7 @@ def k(offset: int) -> int:
     return order_key(BINLOG, offset)
 
 
-# ---- a staged-window writer (the contract of pipelines/window.py) -------------------------------------------
+# ---- a staged-window writer (the contract of pipelines/engine/window.py) -------------------------------------------
 
 
 @dataclass

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pipelines import sensor_state as S
-from pipelines.sensor_state import FailureKind, Phase, SensorState
-from pipelines.status import verdict
+from pipelines.defs.status import verdict
+from pipelines.engine import sensor_state as S
+from pipelines.engine.sensor_state import FailureKind, Phase, SensorState
 
 RULES = S.Rules(destination="d", tables=("s.a", "s.b"), max_failures=3, backoff_seconds=10, backoff_max_seconds=60,
                 launch_timeout_seconds=100)

@@ -1,4 +1,4 @@
-"""pipelines.staging reads row texts three ways (all rows of an entry from one merged parse, a row from its own
+"""pipelines.engine.staging reads row texts three ways (all rows of an entry from one merged parse, a row from its own
 merged parse, column by column); whichever it takes, the staged window must be the same. Random windows of
 Canal entries, written the way our encoder does (proto3: empty texts and index 0 left out) and the way Canal's
 Java server does (proto2: every set field written), with NULLs, empty texts, key changes, DDL and incomplete
@@ -16,11 +16,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import pipelines.staging as S
+import pipelines.engine.staging as S
 from canal_core.entry import wire as W
 from canal_core.entry.convert import ENTRY_ROWDATA, _entry_bytes, _rows_entry_bytes
 from canal_core.entry.proto import EntryProtocol_pb2 as pb
-from pipelines.types import convert_texts
+from pipelines.engine.types import convert_texts
 
 # (name, mysqlType, isKey)
 LAYOUT = [("id", "int(11)", True), ("k2", "varchar(8)", True), ("v", "varchar(20)", False), ("b", "blob", False),

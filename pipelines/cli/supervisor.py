@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .processes import session_members, signal_all
+from ..engine.processes import session_members, signal_all
 
 STABLE_SECONDS = 60.0
 MAX_BACKOFF_SECONDS = 60.0

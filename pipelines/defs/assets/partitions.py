@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from ..config import PipelineConfig
+from ...engine.config import PipelineConfig
 
 
 def first_day_file(config: PipelineConfig) -> Path:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .replay import ReplaySource
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_FILE = REPO_ROOT / "conf" / "pipeline.yaml"
 CANAL_MODES = ("embedded", "remote", "cluster")
 

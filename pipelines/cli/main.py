@@ -36,8 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..engine.config import REPO_ROOT, PipelineConfig, load_config
 from . import deployment
-from .config import REPO_ROOT, PipelineConfig, load_config
 from .supervisor import Supervisor
 
 DAGSTER_HOME = REPO_ROOT / "dagster_home"
@@ -149,9 +149,9 @@ def _source_conn(cfg: PipelineConfig, admin: bool = False) -> Any:
 def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[str, int, int | None, bool]]:
     """(table, source rows, mirror rows, fingerprints equal) for each table (mirror rows None: no mirror yet). The
     fingerprints count every row, so the mirror of a table without a primary key is compared as a multiset."""
-    from .lake import Lake
-    from .reconcile import dataframe_fingerprint, source_fingerprint
-    from .snapshot import table_columns
+    from ..engine.lake import Lake
+    from ..engine.reconcile import dataframe_fingerprint, source_fingerprint
+    from ..engine.snapshot import table_columns
 
     lake = Lake(cfg.lake_root)
     out = []
@@ -183,7 +183,7 @@ def _print_table(rows: list[tuple[str, int, int | None, bool]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.main", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m pipelines.cli.main", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--headless", action="store_true")
     ap.add_argument("--reset", action="store_true", help="drop the demo schema and all pipeline state first")
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
     m = cfg.conn_kwargs()
     workload = None if args.no_demo else (
-        [sys.executable, "-m", "pipelines.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
+        [sys.executable, "-m", "pipelines.cli.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
          "--rate", str(args.rate)] + (["--seconds", str(args.seconds)] if args.headless else []))
     sup = Supervisor(_say, REPO_ROOT)
     deployment.build(sup, layout, env, args.port, workload, workload_ends=args.headless)

@@ -31,7 +31,7 @@ from dagster import DagsterEventType, DagsterRun
 from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG, MAX_RUNTIME_SECONDS_TAG
 
-from .processes import alive_since, signal_all
+from ..engine.processes import alive_since, signal_all
 
 log = logging.getLogger(__name__)
 

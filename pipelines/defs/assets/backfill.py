@@ -20,9 +20,9 @@ from typing import Any
 
 from dagster import AssetMaterialization, MetadataValue, OpExecutionContext, TableColumn, TableRecord, TableSchema
 
-from ..config import PipelineConfig
+from ...engine.config import PipelineConfig
+from ...engine.window import Position, key_text, split_key
 from ..resources import LakeResource, SparkResource
-from ..window import Position, key_text, split_key
 from .keys import CHANGELOG, mirror_key
 
 
@@ -69,10 +69,10 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     """Replay [start, end) (end None: up to the binlog's current end) for ``selection`` (default: every
     mirrored table), replace that changelog period, re-merge the mirrors that have their snapshot.
     ``report_*``: log materializations for assets that are not outputs of the running step."""
-    from .. import lake as L
-    from ..registry import registry_for
-    from ..remerge import remerge_mirror
-    from ..replay import replay_windows
+    from ...engine import lake as L
+    from ...engine.registry import registry_for
+    from ...engine.remerge import remerge_mirror
+    from ...engine.replay import replay_windows
 
     unknown = sorted(set(selection or ()) - set(tables))
     if unknown:

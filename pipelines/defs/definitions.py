@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
+from ..engine.config import PipelineConfig, load_config
 from .assets.cdc import build_cdc_assets
 from .assets.tables import resolve_tables
-from .config import PipelineConfig, load_config
 from .jobs import build_jobs
 from .resources import resources_for
 from .schedules import build_schedules

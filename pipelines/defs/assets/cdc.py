@@ -41,10 +41,10 @@ from dagster import (
     asset_check,
 )
 
-from ..config import PipelineConfig
+from ...engine.config import PipelineConfig
+from ...engine.window import Position, WindowManifest, key_text
 from ..pools import check_writer_slot, writer_pool
 from ..resources import CanalWindowResource, LakeResource, SparkResource
-from ..window import Position, WindowManifest, key_text
 from .keys import CHANGELOG, LAG_CHECK, RECONCILE_CHECK, WINDOW_JOB, mirror_key, source_key, split_table
 from .partitions import first_partition_day
 
@@ -95,7 +95,7 @@ def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: Win
     """Apply one staged window to one mirror. A RENAME TABLE naming this table is done at its position: every
     table of the statement is first brought up to it, then the rename (both idempotent, so the other mirror
     steps of the run find them done)."""
-    from .. import lake as L
+    from ...engine import lake as L
 
     tables = {t.name: t for t in L.mirror_tables(manifest)}
     total = L.MirrorResult()
@@ -119,9 +119,9 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
                        lake: LakeResource, window: CanalWindowResource) -> MaterializeResult:
     """The window's changes of this table, after its snapshot catch-up when the sensor passed one (a run
     without a window is a catch-up alone, up to ``catch_up_end``)."""
-    from .. import lake as L
-    from ..replay import replay_windows
-    from ..staging import load_window
+    from ...engine import lake as L
+    from ...engine.replay import replay_windows
+    from ...engine.staging import load_window
 
     path = Path(window.path) if window.path else None
     manifest = load_window(path) if path is not None else None
@@ -131,7 +131,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
         end = parse_position(window.catch_up_end)
     else:
         raise Failure(description=f"{name}: canal_window config has catch_up but neither path nor catch_up_end")
-    from ..defaults import source_defaults
+    from ...engine.defaults import source_defaults
 
     session, lk = spark.session(), lake.lake()
     defaults = source_defaults(config.conn_kwargs)  # for rows that predate an ADD COLUMN (asked only then)
@@ -171,9 +171,9 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
 
 def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig, name: str,
                          spark: SparkResource, lake: LakeResource) -> MaterializeResult:
-    from .. import lake as L
-    from ..registry import registry_for, snapshot_data_dir
-    from ..snapshot import take_snapshot
+    from ...engine import lake as L
+    from ...engine.registry import registry_for, snapshot_data_dir
+    from ...engine.snapshot import take_snapshot
 
     schema, table = split_table(name)
     out = snapshot_data_dir(config, context.run.run_id) / name
@@ -206,7 +206,7 @@ def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, vers
     transaction is not."""
     from pyspark.sql import functions as F
 
-    from ..registry import registry_for
+    from ...engine.registry import registry_for
 
     snap = registry_for(config).load().get(name)
     if snap and int(snap["position_key"]) == version + 1:  # still exactly at its snapshot
@@ -225,9 +225,9 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
     """Row count and order-independent checksum of the source (consistent snapshot at position S) against
     the mirror moved forward to S: the mirror is at its position W <= S, so the binlog up to S is replayed and
     previewed on top of it (nothing written)."""
-    from .. import lake as L
-    from ..reconcile import ReconcileError, dataframe_fingerprint, source_fingerprint, table_columns
-    from ..replay import replay_windows
+    from ...engine import lake as L
+    from ...engine.reconcile import ReconcileError, dataframe_fingerprint, source_fingerprint, table_columns
+    from ...engine.replay import replay_windows
 
     schema, table = split_table(name)
     session, lk = spark.session(), lake.lake()
@@ -294,8 +294,8 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
                   canal_window: CanalWindowResource) -> MaterializeResult:
         check_writer_slot(context)
         if canal_window.path:
-            from .. import lake as L
-            from ..staging import load_window
+            from ...engine import lake as L
+            from ...engine.staging import load_window
 
             manifest = load_window(canal_window.path)
             written = L.apply_changelog(spark.session(), lake.lake(), Path(canal_window.path), manifest)

@@ -14,18 +14,18 @@ import argparse
 import os
 import sys
 
-from .config import REPO_ROOT
+from ..engine.config import REPO_ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.backfill", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pipelines.cli.launch_backfill", description=__doc__.split("\n\n")[0])
     ap.add_argument("--start", required=True, help="period start (ISO 8601, UTC unless an offset is given)")
     ap.add_argument("--end", default="", help="period end, exclusive (default: now)")
     ap.add_argument("--table", action="append", default=[], metavar="SCHEMA.TABLE",
                     help="a table to backfill (repeatable; default: every mirrored table)")
     args = ap.parse_args(argv)
 
-    from .assets.backfill import parse_time
+    from ..defs.assets.backfill import parse_time
 
     try:  # fail on a bad time before loading anything
         start = parse_time(args.start, "--start")
@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(REPO_ROOT)
     from dagster import DagsterInstance
 
-    from .assets.keys import BACKFILL_JOB
-    from .definitions import defs
+    from ..defs.assets.keys import BACKFILL_JOB
+    from ..defs.definitions import defs
 
     job = defs.resolve_job_def(BACKFILL_JOB)
     run_config = {"ops": {"backfill_period": {"config": {

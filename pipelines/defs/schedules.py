@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dagster import DefaultScheduleStatus, JobDefinition, ScheduleDefinition
 
-from .config import PipelineConfig
+from ..engine.config import PipelineConfig
 
 
 def build_schedules(config: PipelineConfig, maintenance: JobDefinition) -> list[ScheduleDefinition]:

@@ -38,13 +38,13 @@ from dagster import (
 )
 from dagster._core.storage.tags import RUN_KEY_TAG
 
-from . import sensor_state as S
+from ..engine import sensor_state as S
+from ..engine.config import PipelineConfig
+from ..engine.registry import registry_for, snapshot_data_dir, window_dir
+from ..engine.source import CanalSource, FetchedWindow, SourceUnavailable
+from ..engine.window import WindowManifest
 from .assets.keys import CHANGELOG, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
-from .config import PipelineConfig
 from .launcher import max_runtime_tags
-from .registry import registry_for, snapshot_data_dir, window_dir
-from .source import CanalSource, FetchedWindow, SourceUnavailable
-from .window import WindowManifest
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def _partition_range(config: PipelineConfig, window_path: Path, manifest: Window
 
 def staged_view(config: PipelineConfig, purpose: str, path: Path, manifest: WindowManifest, epoch: str,
                 batch_ids: Sequence[int]) -> S.Staged:
-    from .lake import rename_statements  # no Spark: the DDL parser only
+    from ..engine.lake import rename_statements  # no Spark: the DDL parser only
 
     ddl = [f"{d.schema}.{d.table}" for d in manifest.ddl if d.table]
     # a RENAME entry names the new table (Canal's header): the renamed one's mirror is in the run too
@@ -210,14 +210,14 @@ class CanalSensor:
     def source(self) -> CanalSource:
         if self._source_factory is not None:
             return self._source_factory()
-        from .source import make_source
+        from ..engine.source import make_source
 
         return make_source(self.config)
 
     def stage(self, entries: list[bytes], **kw: Any) -> WindowManifest:
         if self._stage is not None:
             return self._stage(entries, **kw)
-        from .staging import stage_window
+        from ..engine.staging import stage_window
 
         return stage_window(entries, **kw)
 
@@ -378,7 +378,7 @@ class _Evaluation:
         return staged_view(cfg, a.purpose, path, manifest, epoch, fetched.batch_ids)
 
     def _load_ahead(self, a: S.LoadAhead) -> S.Observation:
-        from .staging import IncompleteWindowError, load_window
+        from ..engine.staging import IncompleteWindowError, load_window
 
         state_ahead = Path(a.path)
         try:

@@ -26,9 +26,9 @@ from dagster import (
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pydantic import Field
 
+from ..engine.config import PipelineConfig
 from .assets.cdc import CdcAssets
 from .assets.keys import BACKFILL_JOB, CHANGELOG, MAINTENANCE_JOB, SNAPSHOT_JOB, WINDOW_JOB, split_table
-from .config import PipelineConfig
 from .pools import check_writer_slot, writer_pool
 from .resources import LakeResource, SparkResource
 
@@ -89,7 +89,7 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
     @op(name="optimize_and_vacuum", pool=pool)
     def optimize_and_vacuum(context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource,
                             lake: LakeResource) -> None:
-        from . import lake as L
+        from ..engine import lake as L
 
         check_writer_slot(context)
         session, lk = spark.session(), lake.lake()

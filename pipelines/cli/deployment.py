@@ -31,10 +31,12 @@ from pathlib import Path
 
 import yaml
 
-from .config import REPO_ROOT
+from ..engine.config import REPO_ROOT
 from .supervisor import Service, Supervisor
 
-LOCATION_NAME = "pipelines.definitions"  # workspace.yaml's python_module entry gets its module's name
+# workspace.yaml's location_name: Dagster keys the sensor's state and the run history by it, so it stays put when
+# the module moves
+LOCATION_NAME = "pipelines.definitions"
 CODE_SERVER, WEBSERVER, DAEMON, WORKLOAD = "code server", "webserver", "daemon", "workload"
 # stop order: nothing new is launched or written while the code server and its run workers stop
 STOP_STAGES = [[WORKLOAD, DAEMON], [CODE_SERVER, WEBSERVER]]
@@ -120,7 +122,7 @@ def build(sup: Supervisor, layout: Layout, env: dict[str, str], ui_port: int, wo
     write_workspace(layout)
     sock = layout.socket
     ws = str(layout.workspace)
-    sup.add(Service(CODE_SERVER, [str(BIN / "dagster"), "api", "grpc", "-m", "pipelines.definitions",
+    sup.add(Service(CODE_SERVER, [str(BIN / "dagster"), "api", "grpc", "-m", "pipelines.defs.definitions",
                                   "-d", str(REPO_ROOT), "--socket", str(sock), "--location-name", LOCATION_NAME],
                     layout.logs / "code-server.log", env, ready=lambda: code_server_serving(sock)))
     sup.add(Service(WEBSERVER, [str(BIN / "dagster-webserver"), "-w", ws, "-h", "127.0.0.1", "-p", str(ui_port)],

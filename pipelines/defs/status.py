@@ -26,9 +26,9 @@ from typing import Any
 
 from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetMaterialization, DagsterInstance, MetadataValue
 
+from ..engine.config import PipelineConfig, conf_stamp
+from ..engine.sensor_state import Phase, SensorState, Tick
 from .assets.keys import LAG_CHECK, mirror_key
-from .config import PipelineConfig, conf_stamp
-from .sensor_state import Phase, SensorState, Tick
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def _code_digest() -> str:
     """The pipeline's and the engine's source files as loaded by this process (a code change = a new digest)."""
     h = hashlib.sha256()
     for pkg in ("pipelines", "canal_core"):
-        root = Path(__file__).resolve().parents[1] / pkg
+        root = Path(__file__).resolve().parents[2] / pkg
         for p in sorted(root.rglob("*.py")):
             st = p.stat()
             h.update(f"{p.relative_to(root.parent)}:{st.st_size}:{st.st_mtime_ns}\n".encode())

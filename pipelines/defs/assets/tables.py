@@ -12,7 +12,7 @@ import logging
 import time
 from pathlib import Path
 
-from ..config import PipelineConfig
+from ...engine.config import PipelineConfig
 
 log = logging.getLogger(__name__)
 

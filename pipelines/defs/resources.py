@@ -16,8 +16,8 @@ from pydantic import Field, PrivateAttr
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-    from .config import PipelineConfig
-    from .lake import Lake
+    from ..engine.config import PipelineConfig
+    from ..engine.lake import Lake
 
 
 class SparkResource(ConfigurableResource):
@@ -118,7 +118,7 @@ class LakeResource(ConfigurableResource):
     deletion_vectors: bool = Field(default=True, description="new mirrors get Delta deletion vectors")
 
     def lake(self) -> Lake:
-        from .lake import Lake
+        from ..engine.lake import Lake
 
         return Lake(self.root, self.deletion_vectors)
 

@@ -71,7 +71,7 @@ _SKUS = [f"SKU{n:05d}" for n in range(200)]
 
 
 RECONNECT_BACKOFF = (0.5, 5.0)  # first wait, longest wait (doubling in between)
-PRIVATE_MARIADB_CNF = Path(__file__).resolve().parents[1] / ".runtime" / "mariadb" / "primary" / "my.cnf"
+PRIVATE_MARIADB_CNF = Path(__file__).resolve().parents[2] / ".runtime" / "mariadb" / "primary" / "my.cnf"
 
 
 def private_mariadb_port(cnf: Path = PRIVATE_MARIADB_CNF) -> int | None:
@@ -295,7 +295,7 @@ def run_workload(connect_fn: Callable[[], pymysql.connections.Connection], rate:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m pipelines.cli.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["create", "workload", "counts"])
     ap.add_argument("--host", default="127.0.0.1")
