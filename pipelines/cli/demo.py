@@ -1,8 +1,8 @@
 """The demo schema and a steady demo workload on the private MariaDB.
 
-    python -m pipelines.demo create  [--customers N]      (re)create canal_demo with some data
-    python -m pipelines.demo workload [--rate TX_PER_S] [--seconds S] [--seed N]
-    python -m pipelines.demo counts                          row counts of the demo tables
+    python -m pipelines.cli.demo create  [--customers N]      (re)create canal_demo with some data
+    python -m pipelines.cli.demo workload [--rate TX_PER_S] [--seconds S] [--seed N]
+    python -m pipelines.cli.demo counts                          row counts of the demo tables
 
 The workload is an order shop: new customers, orders with their items in one transaction, status
 changes, balance updates, cancelled orders deleted with their items, page views (a table without a

@@ -1,12 +1,12 @@
-"""The processes of the main job (pipelines/main.py): Dagster's production topology on one host, each process
-supervised (pipelines/supervisor.py).
+"""The processes of the main job (pipelines/cli/main.py): Dagster's production topology on one host, each process
+supervised (pipelines/cli/supervisor.py).
 
-* ``code server``: ``dagster api grpc -m pipelines.definitions`` on a unix socket. It evaluates the canal sensor,
+* ``code server``: ``dagster api grpc -m pipelines.defs.definitions`` on a unix socket. It evaluates the canal sensor,
   so it hosts the destination's embedded Canal instance, and it starts each run in a worker process of its own.
 * ``webserver`` (the UI) and ``daemon`` (sensor ticks, the run queue, run monitoring): pointed at the code server by
   a generated workspace file with one ``grpc_server`` entry, named as workspace.yaml's ``python_module`` entry is
   (``pipelines.definitions``), so the sensor's state and the runs' history carry over between the two.
-* ``workload``: the demo workload (pipelines/demo.py); its lines (source outages) are shown on the terminal.
+* ``workload``: the demo workload (pipelines/cli/demo.py); its lines (source outages) are shown on the terminal.
 
 Why not ``dagster dev``: its code server is a proxy that spawns the real one and never restarts it, so after a
 SIGKILL of the real one every sensor tick fails until someone reloads the code location.
@@ -16,7 +16,7 @@ tick. The daemon is stopped while the code server is down and started again once
 loaded afresh: kept running, it would evaluate the sensor against the dead or still loading code server, and a
 failed evaluation puts the next one a whole sensor interval later (bench/recovery.py compares both). The
 webserver stays up: it watches the code server and reloads the location itself. Run workers survive their code
-server and finish their run; one whose worker is gone is failed by run monitoring (pipelines/launcher.py), and a
+server and finish their run; one whose worker is gone is failed by run monitoring (pipelines/defs/launcher.py), and a
 run the daemon could not hand to the code server goes back into the queue (dagster_home/dagster.yaml).
 """
 
@@ -69,7 +69,7 @@ class Layout:
 def write_workspace(layout: Layout) -> Path:
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.workspace.write_text(
-        "# Written by the main job (pipelines/deployment.py) at every start: the supervised code server.\n"
+        "# Written by the main job (pipelines/cli/deployment.py) at every start: the supervised code server.\n"
         + yaml.safe_dump({"load_from": [{"grpc_server": {"socket": str(layout.socket),
                                                           "location_name": LOCATION_NAME}}]}))
     return layout.workspace

@@ -1,7 +1,7 @@
 """Backfill by time from the shell: runs the ``canal_backfill`` job in this process against the project's
 Dagster instance (the run shows up in the UI like one launched from the Launchpad).
 
-    python -m pipelines.backfill --start 2026-01-31T10:00 [--end 2026-01-31T11:00] [--table shop.orders ...]
+    python -m pipelines.cli.launch_backfill --start 2026-01-31T10:00 [--end 2026-01-31T11:00] [--table shop.orders ...]
 
 Times are ISO 8601, UTC unless they carry an offset; no --end means up to now; no --table means every
 mirrored table. DAGSTER_HOME defaults to the project's dagster_home/ (whose relative storage paths are

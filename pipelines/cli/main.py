@@ -1,11 +1,11 @@
 """The main job: the demo shop on the private MariaDB, mirrored into Delta Lake by the Dagster pipeline.
 
-    python -m pipelines.main [--reset] [--rate TX_PER_S] [--port 3000]
-        the pipeline (code server, webserver = the UI, daemon: pipelines/deployment.py) with the canal sensor
+    python -m pipelines.cli.main [--reset] [--rate TX_PER_S] [--port 3000]
+        the pipeline (code server, webserver = the UI, daemon: pipelines/cli/deployment.py) with the canal sensor
         running and a steady demo workload, until SIGINT (Ctrl-C) or SIGTERM
-    python -m pipelines.main --no-demo [--port 3000]
+    python -m pipelines.cli.main --no-demo [--port 3000]
         the pipeline only, on whatever writes the destination's tables (no demo schema, no demo workload)
-    python -m pipelines.main --headless [--seconds 60] [--timeout 900]
+    python -m pipelines.cli.main --headless [--seconds 60] [--timeout 900]
         the same, but the workload stops after --seconds; then waits until every mirror equals its source
         (row counts and the reconciliation fingerprints), prints them side by side and exits 0, or 1 on
         timeout

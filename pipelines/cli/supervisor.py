@@ -3,7 +3,7 @@ stopped with everything it started (children their parent left behind included) 
 
 A service may depend on another's readiness (``after``): it is started only once that one is ready, and with
 ``stops_with`` it is also stopped while that one is down (the Dagster daemon and its code server: see
-pipelines/deployment.py). Backoff after an exit: 1, 2, 4 ... 60 s, back to 1 s once a process ran for
+pipelines/cli/deployment.py). Backoff after an exit: 1, 2, 4 ... 60 s, back to 1 s once a process ran for
 ``STABLE_SECONDS``. Everything is said on the terminal through ``say``.
 """
 

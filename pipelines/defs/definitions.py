@@ -1,4 +1,4 @@
-"""The Dagster code location (workspace.yaml: python_module pipelines.definitions).
+"""The Dagster code location (workspace.yaml: python_module pipelines.defs.definitions).
 
 Importing this builds ``defs`` from conf/pipeline.yaml ($CANAL_PIPELINE_CONF): no service is started and
 no SparkSession created (the Canal instance starts on the sensor's first evaluation, Spark on a run's first

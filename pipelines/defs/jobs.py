@@ -4,7 +4,7 @@
   and passes the staged window in run config).
 * ``canal_snapshot``: initial load of mirrors (the sensor selects the tables waiting for one).
 * ``canal_backfill``: replay a period by time (Launchpad config: start_time, end_time, tables), replace it
-  in the changelog, re-merge the mirrors. Also ``python -m pipelines.backfill``.
+  in the changelog, re-merge the mirrors. Also ``python -m pipelines.cli.launch_backfill``.
 * ``canal_maintenance``: OPTIMIZE + VACUUM of every Delta table (on the maintenance schedule).
 """
 

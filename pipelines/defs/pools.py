@@ -10,7 +10,7 @@ pool canal/<destination>" and the run stays STARTED, or QUEUED until the run coo
 An instance without that limit would run them side by side without a word, so a writer step checks first that it
 holds a slot of a one-slot pool and otherwise fails with what to configure (``check_writer_slot``). Delta's
 optimistic concurrency alone does not make concurrent writers safe here: a backfill's re-merge plans against the
-mirror before its MERGE (pipelines.remerge verifies that plan at commit time as a second line of defence).
+mirror before its MERGE (pipelines.engine.remerge verifies that plan at commit time as a second line of defence).
 """
 
 from __future__ import annotations

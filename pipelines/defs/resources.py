@@ -2,7 +2,7 @@
 the sensor passes through run config (the staged window and snapshot catch-ups).
 
 The Canal connection is not a run resource: it lives in the code server with the sensor
-(``pipelines.source``); runs only read what the sensor staged.
+(``pipelines.engine.source``); runs only read what the sensor staged.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The canal sensor: the one driver of a destination, as a Dagster sensor.
 
-This module is the edge of ``pipelines.sensor_state``'s state machine: it observes (the runs it launched, the
+This module is the edge of ``pipelines.engine.sensor_state``'s state machine: it observes (the runs it launched, the
 Canal source's health, the snapshot registry), lets ``step`` decide, and carries out the actions (ack, rollback,
 fetch, stage, launch, remove), feeding their results back until none is left. The machine's module doc gives
-the phases; ``pipelines.status`` what the sensor reports on the mirrors (the ``lag`` check, freshness).
+the phases; ``pipelines.defs.status`` what the sensor reports on the mirrors (the ``lag`` check, freshness).
 
 What the UI shows: a tick that launches runs is a success; one that waits for a run or finds no new changes is
 skipped with what it waits for; one where the destination cannot progress (the source unreadable, a failed
@@ -181,7 +181,8 @@ def staged_view(config: PipelineConfig, purpose: str, path: Path, manifest: Wind
 
 class CanalSensor:
     """The edge around the state machine; ``definition()`` wraps it as a Dagster sensor. ``source_factory`` and
-    ``stage`` are injectable for tests; the defaults are the configured source and pipelines.staging.stage_window."""
+    ``stage`` are injectable for tests; the defaults are the configured source and
+    pipelines.engine.staging.stage_window."""
 
     def __init__(self, config: PipelineConfig, tables: Sequence[str], *,
                  source_factory: Callable[[], CanalSource] | None = None, stage: StageFn | None = None,

@@ -6,7 +6,7 @@ that added it (``_canal_pos``, ``_canal_row``, ``_canal_ts``), and ``_canal_dup`
 <columns>`` of the source as a multiset, and (image, ``_canal_dup``) names one mirror row.
 
 A staged part of such a table holds INSERT (after image) and DELETE (before image) rows only: staging splits every
-UPDATE in two (pipelines.staging). Applying a part to a mirror at watermark P:
+UPDATE in two (pipelines.engine.staging). Applying a part to a mirror at watermark P:
 
 * only its rows with pos > P count: the mirror holds every change <= P (docs/lake.md, claim (M)) and a part covers
   a contiguous range of the table's changes, so these rows are exactly the changes the mirror lacks;

@@ -1,4 +1,4 @@
-"""Applying staged windows (pipelines.window) to Delta Lake with Spark: ``canal/changelog`` and the mirrors.
+"""Applying staged windows (pipelines.engine.window) to Delta Lake with Spark: ``canal/changelog`` and the mirrors.
 
 Tables under a lake root (a local path or an object-store URI; see docs/lake.md for the full argument):
 
@@ -132,7 +132,7 @@ class MirrorSchemaError(LakeError):
 
 
 class MirrorDivergedError(LakeError):
-    """Changes that remove rows a mirror of a table without a primary key does not hold (pipelines.keyless)."""
+    """Changes that remove rows a mirror of a table without a primary key does not hold (pipelines.engine.keyless)."""
 
 
 class KeylessRemergeError(LakeError):
@@ -202,7 +202,7 @@ class MirrorResult:
     position: int | None = None
     applied_parts: int = 0
     reason: str = ""
-    replans: int = 0   # re-merges planned again because another writer committed meanwhile (pipelines.remerge)
+    replans: int = 0   # re-merges planned again because another writer committed meanwhile (pipelines.engine.remerge)
 
     def add(self, other: MirrorResult) -> None:
         self.inserted += other.inserted
@@ -553,7 +553,7 @@ def _read_changelog(spark: SparkSession, window_dir: str | Path, manifest: Windo
     want = _changelog_struct()
     if not _same_types(df.schema, want):
         raise LakeError(f"{file}: staged changelog columns {df.schema.simpleString()} are not the contract's "
-                        f"{want.simpleString()} (pipelines.window.changelog_schema)")
+                        f"{want.simpleString()} (pipelines.engine.window.changelog_schema)")
     return df
 
 
@@ -913,7 +913,7 @@ def _plan_schema(name: str, mirror: StructType, part: StructType, where: str) ->
 def _evolve_table(spark: SparkSession, path: str, name: str, plan: _SchemaPlan, where: str,
                   fills: dict[str, Any] | None = None) -> None:
     """``fills``: added column -> the value rows that predate it take (its source default, see
-    pipelines.defaults); such a column is added together with its values in one commit."""
+    pipelines.engine.defaults); such a column is added together with its values in one commit."""
     from pyspark.sql import functions as F
 
     tbl = f"delta.`{path}`"
@@ -994,7 +994,8 @@ def _where(name: str, pos: int) -> str:
 
 
 def _mirror_struct(part_schema: StructType, keyless: bool = False) -> StructType:
-    """``keyless``: a table without a primary key, whose mirror numbers the copies of a row (pipelines.keyless)."""
+    """``keyless``: a table without a primary key, whose mirror numbers the copies of a row
+    (pipelines.engine.keyless)."""
     from pyspark.sql import types as T
 
     fields = [f for f in part_schema.fields if f.name not in META_COLUMNS]
@@ -1108,10 +1109,10 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
     A part whose max_pos is not above the mirror's txn version is skipped; the MERGE commit records txn
     ("canal:mirror:<schema>.<table>", part.max_pos). Rows: an update or delete wins only over a target row
     written by an older-or-equal change. A part without a primary key goes to a multiset mirror instead
-    (pipelines.keyless: its rows above the watermark, net copies per row image).
+    (pipelines.engine.keyless: its rows above the watermark, net copies per row image).
     ``after`` / ``upto``: only the events with after < position <= upto (apply_mirrors splits at RENAME).
     ``defaults(schema, table, column, mysql_type)``: the value rows that predate an added column take
-    (pipelines.defaults.source_defaults); without it they are NULL."""
+    (pipelines.engine.defaults.source_defaults); without it they are NULL."""
     from . import keyless
 
     path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
@@ -1360,7 +1361,7 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
     ``snapshot_ts``, and the same commit records txn version position_key - 1, so parts ending before the
     position are skipped and later changes win. A snapshot not ahead of the mirror's position is skipped (the
     current Delta version is returned). ``keyless``: a table without a primary key, whose mirror numbers the
-    copies of each row in _canal_dup (pipelines.keyless)."""
+    copies of each row in _canal_dup (pipelines.engine.keyless)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 

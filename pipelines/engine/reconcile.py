@@ -13,7 +13,7 @@ canonical text of the row's columns in the given order: per column ``~`` for NUL
 (``+ 0.0`` folds -0.0 into 0.0, as SQL compares them equal.) Spark builds the same text with built-in
 functions (cast, format_string('%a'), unix_date, unix_micros, hex, sha2, conv), so a DataFrame is
 fingerprinted by Spark itself, no Python workers involved; Python builds it from the staged Python values
-(pipelines.types: ``from_db`` for MariaDB rows, ``to_pylist`` for Arrow).
+(pipelines.engine.types: ``from_db`` for MariaDB rows, ``to_pylist`` for Arrow).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def source_fingerprint(conn_kwargs: dict[str, Any], schema: str, table: str,
     """Fingerprint of ``schema.table`` read by PyMySQL (``conn_kwargs``) inside START TRANSACTION WITH
     CONSISTENT SNAPSHOT; ``position`` is the binlog position that snapshot is consistent with (MariaDB's
     Binlog_snapshot_file / Binlog_snapshot_position; None when the server has no binlog or is not MariaDB).
-    Values go through ``pipelines.types.from_db``, so the result equals the fingerprint of the same rows
+    Values go through ``pipelines.engine.types.from_db``, so the result equals the fingerprint of the same rows
     staged from the binlog."""
     import pymysql
     import pymysql.cursors

@@ -5,7 +5,7 @@ The live destination is never touched: the replay is its own replica connection 
 its own copy of the schema history (restored as of the range's start, so old rows decode with the
 schema they were written with) and an in-memory position; nothing is acked anywhere. Row changes come
 out as Canal Entry bytes, exactly what the live path stages, and are staged in windows of at most
-``max_rows`` rows with ``pipelines.staging.stage_window``.
+``max_rows`` rows with ``pipelines.engine.staging.stage_window``.
 
 The range: from ``start`` (a binlog Position, or a time in ms: the locator finds the first transaction
 at or after it, as Canal's timestamp start does) to ``end`` (a Position: changes at or before it, or a

@@ -1,5 +1,5 @@
-"""What the canal sensor's state machine (``pipelines.sensor_state``) sees and what it asks for: observations in,
-actions out. Plain frozen data, no behaviour: the edge (``pipelines.sensor``) builds the observations from Dagster
+"""What the canal sensor's state machine (``pipelines.engine.sensor_state``) sees and what it asks for: observations in,
+actions out. Plain frozen data, no behaviour: the edge (``pipelines.defs.sensor``) builds the observations from Dagster
 and the Canal source, and carries out the actions.
 """
 
@@ -70,7 +70,7 @@ class Fetched:
 
 @dataclass(frozen=True)
 class Staged:
-    """What the machine needs of a staged window (pipelines.window.WindowManifest), or of one staged ahead and
+    """What the machine needs of a staged window (pipelines.engine.window.WindowManifest), or of one staged ahead and
     loaded again."""
 
     purpose: str                            # "take", "ahead" (just staged) or "launch_ahead" (loaded to launch)

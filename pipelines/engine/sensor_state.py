@@ -1,6 +1,6 @@
 """The canal sensor's state machine, without I/O: ``step(state, observation, rules) -> (state, actions)``.
 
-The sensor (``pipelines.sensor``) is the edge: it observes (the Dagster runs it launched, the Canal source's
+The sensor (``pipelines.defs.sensor``) is the edge: it observes (the Dagster runs it launched, the Canal source's
 health, the snapshot registry), feeds what it saw to ``step``, and carries out the actions (ack, rollback, fetch,
 stage, launch, remove) — some of which produce a new observation (a fetched or staged window) that it feeds back,
 until no action is left. Everything that decides lives here and is tested table-driven without Dagster.
@@ -237,7 +237,7 @@ def _from_v1(d: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Rules:
-    """The configuration the machine decides by (pipelines.config's sensor and window sections)."""
+    """The configuration the machine decides by (pipelines.engine.config's sensor and window sections)."""
 
     destination: str
     tables: tuple[str, ...]

@@ -7,7 +7,7 @@ position as its version; the stream then applies only changes after it (a rows e
 its transaction's GTID/BEGIN event, so the first change after the snapshot has a larger order key).
 
 Rows are read with a server-side cursor and written as Parquet parts of ``part_rows`` rows, typed by
-``pipelines.types`` exactly as staged windows are.
+``pipelines.engine.types`` exactly as staged windows are.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class SnapshotResult:
 
 
 def table_columns(cur: Any, schema: str, table: str) -> list[ColumnSpec]:
-    """The table's columns (pipelines.reconcile.read_columns); a missing table is a SnapshotError."""
+    """The table's columns (pipelines.engine.reconcile.read_columns); a missing table is a SnapshotError."""
     from .reconcile import read_columns
 
     cols = read_columns(cur, schema, table)

@@ -1,4 +1,4 @@
-"""Stage one window of Canal entries as files (the layout pipelines.window describes), durably.
+"""Stage one window of Canal entries as files (the layout pipelines.engine.window describes), durably.
 
 ``stage_window`` parses the serialized Canal Entries, writes typed per-table parts, the changelog and the
 manifest into a temporary directory, fsyncs them, and renames the directory into place: a window directory
@@ -7,7 +7,7 @@ and ``load_window`` refuses it). Staging the same window/attempt again replaces 
 
 Speed matters (a window is ~100k rows): the texts of an entry's rows come out of one protobuf parse that merges
 all its columns (``_images``: no Python object per column), as UTF-8 bytes into one flat list for the window;
-typed columns are converted per column with Arrow (pipelines.types.convert_texts), never value by value
+typed columns are converted per column with Arrow (pipelines.engine.types.convert_texts), never value by value
 in Python except where Arrow cannot convert exactly.
 """
 

@@ -13,10 +13,10 @@ and the run are different processes and the ring store never leaves its process:
 Order: every row change has a total order ``(pos, row, sub)``: ``pos = order_key(binlog file, event offset)``,
 ``row`` its index inside the rows event, ``sub`` 0, except that an UPDATE that changes the primary key is
 staged as a DELETE of the old key (sub 0) followed by an INSERT of the new one (sub 1), and so is every UPDATE
-of a table without a primary key (DELETE of the before image, INSERT of the after image: pipelines.keyless).
+of a table without a primary key (DELETE of the before image, INSERT of the after image: pipelines.engine.keyless).
 
 Per-table part columns: META_COLUMNS first, then the table's columns in table order, typed by
-``pipelines.types`` (the MySQL -> Arrow/Spark mapping). INSERT and UPDATE rows carry the after image,
+``pipelines.engine.types`` (the MySQL -> Arrow/Spark mapping). INSERT and UPDATE rows carry the after image,
 DELETE rows the before image.
 """
 
@@ -41,7 +41,7 @@ COL_ROW = "_canal_row"      # int32: row index in the rows event
 COL_SUB = "_canal_sub"      # int8: 0, or 1 for the INSERT half of an UPDATE staged as DELETE + INSERT
 COL_TS = "_canal_ts"        # timestamp[us, UTC]: the event's execute time
 META_COLUMNS = (COL_OP, COL_POS, COL_ROW, COL_SUB, COL_TS)
-# mirrors of tables without a primary key only: the copy number of the row's image, 1..n (pipelines.keyless)
+# mirrors of tables without a primary key only: the copy number of the row's image, 1..n (pipelines.engine.keyless)
 COL_DUP = "_canal_dup"
 
 _SEQ = re.compile(r"(\d+)$")

@@ -1,7 +1,7 @@
 """Backfill by time: replay a binlog period through a separate client (the live cursor is untouched),
 replace that period of the changelog and re-merge the affected mirrors.
 
-Used by the ``canal_backfill`` job (Launchpad config or ``python -m pipelines.backfill``) and by a partition
+Used by the ``canal_backfill`` job (Launchpad config or ``python -m pipelines.cli.launch_backfill``) and by a partition
 backfill of ``canal/changelog`` over days in the UI. The period is [start, end) in execute time (UTC);
 the replay is staged to disk in bounded windows first, so memory stays bounded however long the period.
 Only the part of the changelog the live pipeline has written is replaced: from the destination's first start

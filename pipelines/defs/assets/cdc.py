@@ -10,7 +10,7 @@ What an asset does depends on the run that materializes it (all return Materiali
   position lands in the snapshot registry (the sensor then has the stream catch up from it);
 * backfill mode (the changelog materialized for a partition range without a window, e.g. the UI's
   partition backfill): those days are replayed from the binlog, that range of the changelog is replaced and
-  the affected mirrors are re-merged (``pipelines.assets.backfill``).
+  the affected mirrors are re-merged (``pipelines.defs.assets.backfill``).
 """
 
 
