@@ -163,7 +163,7 @@ def _partition_range(config: PipelineConfig, window_path: Path, manifest: Window
 
 def staged_view(config: PipelineConfig, purpose: str, path: Path, manifest: WindowManifest, epoch: str,
                 batch_ids: Sequence[int]) -> S.Staged:
-    from ..engine.lake import rename_statements  # no Spark: the DDL parser only
+    from ..engine.lake.window_ddl import rename_statements  # no Spark: the DDL parser only
 
     ddl = [f"{d.schema}.{d.table}" for d in manifest.ddl if d.table]
     # a RENAME entry names the new table (Canal's header): the renamed one's mirror is in the run too

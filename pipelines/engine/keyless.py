@@ -26,16 +26,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from .lake import (
-    MIRROR_META,
-    KeylessRemergeError,
-    LakeError,
-    MirrorDivergedError,
-    _merge,
-    _q,
-    _retry_concurrent,
-    _txn,
-)
+from .lake.delta_sql import _merge, _q, _retry_concurrent, _txn
+from .lake.layout import MIRROR_META, KeylessRemergeError, LakeError, MirrorDivergedError
 from .window import (
     COL_DUP,
     COL_OP,

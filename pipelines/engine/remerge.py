@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import lake as L
+from .lake import changelog, delta_log, delta_sql, layout, window_ddl
+from .lake import mirror as lake_mirror
 from .window import COL_OP, COL_POS, COL_ROW, COL_SUB, OP_DELETE, TableChanges, WindowManifest, key_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +56,7 @@ class Commit:
 def commits_after(spark: SparkSession, path: str, version: int) -> list[Commit]:
     """The commits of the Delta table at ``path`` after ``version``, oldest first (DESCRIBE HISTORY, reading
     only those commits)."""
-    latest = L._log_version(spark, path)
+    latest = delta_log._log_version(spark, path)
     if latest <= version:
         return []
     rows = (spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT {latest - version}")
@@ -123,15 +125,15 @@ def _remerge_pass(spark: SparkSession, lake: L.Lake, window_dir: str | Path, man
         res.reason = "no mirror to repair" if not state.exists else res.reason
         return done
     top = state.position
-    if any(not L._keys(p) for p in table.parts if p.min_pos <= top):
+    if any(not lake_mirror._keys(p) for p in table.parts if p.min_pos <= top):
         from .keyless import refuse_remerge
 
         raise refuse_remerge(table.name)  # its copies depend on every change since its snapshot
-    parts = [p for p in table.parts if p.min_pos <= top and L._keys(p)]
+    parts = [p for p in table.parts if p.min_pos <= top and lake_mirror._keys(p)]
     if not parts:
         return done
     _require_changelog_upto(spark, lake, manifest, table.name, top)
-    staged = L._read_changelog(spark, window_dir, manifest)
+    staged = changelog._read_changelog(spark, window_dir, manifest)
     if staged is None:
         raise L.LakeError(f"{window_dir}: window {manifest.window} has table parts but no changelog.parquet")
     sel = (F.col("destination") == manifest.destination) & (F.col("schema_name") == table.schema) & (
@@ -162,14 +164,15 @@ def _remerge_pass(spark: SparkSession, lake: L.Lake, window_dir: str | Path, man
     ids = staged.select(F.col("pos").alias("__pos"), F.col("row").alias("__row"),
                         F.expr(_identity("before")).alias("__b"), F.expr(_identity("after")).alias("__a"))
     emptied = [int(state.properties[L.PROP_EMPTIED])] if L.PROP_EMPTIED in state.properties else []
-    emptied = [e for e in emptied if e <= top] + [d.pos for d in L._table_ddl(manifest, table.schema, table.table)
-                                                  if d.kind in ("truncate", "erase") and d.pos <= top]
+    ddl = window_ddl._table_ddl(manifest, table.schema, table.table)
+    emptied = [e for e in emptied if e <= top]
+    emptied += [d.pos for d in ddl if d.kind in ("truncate", "erase") and d.pos <= top]
     cut = max(emptied, default=None)
     struct = spark.read.format("delta").load(path).schema
     note = f"{REMERGE_NOTE}:{manifest.destination}:{manifest.window}:{uuid.uuid4().hex[:12]}"
     for part in parts:
-        keys = L._keys(part)
-        df = L._read_staged(spark, L._file(window_dir, part.file)).where(F.col(COL_POS) <= top)
+        keys = lake_mirror._keys(part)
+        df = delta_sql._read_staged(spark, layout._file(window_dir, part.file)).where(F.col(COL_POS) <= top)
         # each typed row's key identity: a DELETE (also the old-key half of a key change) by its before image
         df = df.join(ids, (F.col(COL_POS) == F.col("__pos")) & (F.col(COL_ROW) == F.col("__row")))
         df = df.withColumn("__ident", F.when(F.col(COL_OP) == OP_DELETE, F.col("__b")).otherwise(F.col("__a")))
@@ -181,9 +184,9 @@ def _remerge_pass(spark: SparkSession, lake: L.Lake, window_dir: str | Path, man
         gone = (df.where(~F.col("__last.__exists"))
                 .withColumn(COL_OP, F.lit(OP_DELETE)).withColumn(COL_POS, F.col("__last.pos"))
                 .withColumn(COL_ROW, F.col("__last.row")).withColumn(COL_SUB, F.lit(0).cast("byte")))
-        src = L._project(L._latest(own.unionByName(gone), keys), struct)
-        with L._txn(spark, None, None, note):
-            counts = L._merge_part(spark, path, src, keys, struct, guard=True, only_changed=True)
+        src = lake_mirror._project(lake_mirror._latest(own.unionByName(gone), keys), struct)
+        with delta_sql._txn(spark, None, None, note):
+            counts = lake_mirror._merge_part(spark, path, src, keys, struct, guard=True, only_changed=True)
         res.applied_parts += 1
         if not counts or not any(counts):
             continue   # Delta committed nothing (no row differed)
