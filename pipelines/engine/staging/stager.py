@@ -1,40 +1,27 @@
-"""Stage one window of Canal entries as files (the layout pipelines.engine.window describes), durably.
-
-``stage_window`` parses the serialized Canal Entries, writes typed per-table parts, the changelog and the
-manifest into a temporary directory, fsyncs them, and renames the directory into place: a window directory
-either holds everything with manifest.json or does not exist (a directory without manifest is incomplete
-and ``load_window`` refuses it). Staging the same window/attempt again replaces what is there.
-
-Speed matters (a window is ~100k rows): the texts of an entry's rows come out of one protobuf parse that merges
-all its columns (``_images``: no Python object per column), as UTF-8 bytes into one flat list for the window;
-typed columns are converted per column with Arrow (pipelines.engine.types.convert_texts), never value by value
-in Python except where Arrow cannot convert exactly.
-"""
+"""The accumulation of one window: entries parsed into per-table parts (a new part when the column layout changes
+or a DDL on the table intervenes) and changelog rows, then written as typed Parquet plus the manifest."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 import uuid
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
+from itertools import chain, compress, repeat
 from operator import ne
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from canal_core.entry.proto import EntryProtocol_pb2 as pb
 
-from .types import TypeMappingError, arrow_schema, convert_texts, parse_type
-from .window import (
+from ..types import TypeMappingError, arrow_schema, convert_texts, parse_type
+from ..window import (
     COL_OP,
     COL_POS,
     COL_ROW,
@@ -51,20 +38,11 @@ from .window import (
     WindowManifest,
     changelog_schema,
     order_key,
-    window_dir_name,
 )
-
-__all__ = [
-    "IncompleteWindowError",
-    "RowImageError",
-    "StagingError",
-    "load_window",
-    "stage_window",
-    "window_path",
-]
-
-MANIFEST = "manifest.json"
-CHANGELOG = "changelog.parquet"
+from .errors import StagingError
+from .files import CHANGELOG, MANIFEST, _fsync_dir, _replace_dir, _write_file, _write_parquet, window_path
+from .messages import _DDL_TYPES, _DML, _RowChange
+from .rows import _image_error, _images, _int32s, _latin1_bytes, _lists, _Rows
 
 META_FIELDS = (
     pa.field(COL_OP, pa.string(), nullable=False),
@@ -75,95 +53,8 @@ META_FIELDS = (
 )
 
 
-def _staging_messages() -> tuple[Any, Any, Any, Any, Any]:
-    """Message classes for reading Canal's RowChange fast, built from EntryProtocol's descriptor (same wire
-    format, other Python types):
-
-    - RowChange with each RowData left as its serialized bytes, and ``FullRowChange`` with its columns;
-    - RowData whose Column values are bytes (the first row, whose column wrappers give the layout, and rows
-      read column by column);
-    - ``MergedRowData``: beforeColumns / afterColumns as one ``ColumnFields`` each, a message holding every
-      Column field as a repeated field, and ``MergedRowChange`` whose rowDatas is one MergedRowData. Protobuf
-      merges repeated occurrences of a message field into one message, so parsing a RowChange with it
-      collects each field of all its rows' before (after) columns in one list per field, in column order,
-      with no Python object per row or column.
-
-    Values stay bytes throughout: Arrow takes the UTF-8 as it is (and checks it, as protobuf's string parsing
-    would), and comparing two values' bytes is comparing their texts."""
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto()
-    pb.DESCRIPTOR.CopyToProto(fdp)
-    old, new = pb.DESCRIPTOR.package, "canal_staging"
-    fdp.name, fdp.package = "canal_staging_entry.proto", new
-    full = fdp.message_type.add()
-    full.CopyFrom(next(m for m in fdp.message_type if m.name == "RowChange"))
-    full.name = "FullRowChange"
-    for m in fdp.message_type:
-        for f in m.field:
-            if f.type_name.startswith(f".{old}."):
-                f.type_name = f".{new}." + f.type_name[len(old) + 2:]
-            if m.name == "Column" and f.name == "value":
-                f.type = F.TYPE_BYTES
-            if m.name == "RowChange" and f.name == "rowDatas":
-                f.type = F.TYPE_BYTES
-                f.ClearField("type_name")
-    fields = fdp.message_type.add(name="ColumnFields")
-    column = next(m for m in fdp.message_type if m.name == "Column")
-    for f in column.field:
-        scalar = f.type in (F.TYPE_INT32, F.TYPE_BOOL)
-        fields.field.add(name=f.name, number=f.number, type=f.type if scalar else F.TYPE_BYTES,
-                         label=F.LABEL_REPEATED)
-    merged = fdp.message_type.add(name="MergedRowData")
-    for number, name in ((1, "beforeColumns"), (2, "afterColumns")):
-        merged.field.add(name=name, number=number, type=F.TYPE_MESSAGE, type_name=f".{new}.ColumnFields",
-                         label=F.LABEL_OPTIONAL)
-    merged.field.add(name="props", number=3, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
-    merged_change = fdp.message_type.add()
-    merged_change.CopyFrom(full)
-    merged_change.name = "MergedRowChange"
-    rows_field = next(f for f in merged_change.field if f.name == "rowDatas")
-    rows_field.type_name, rows_field.label = f".{new}.MergedRowData", F.LABEL_OPTIONAL
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{new}.{name}"))
-                 for name in ("RowChange", "RowData", "MergedRowData", "MergedRowChange",
-                              "FullRowChange"))  # type: ignore[return-value]
-
-
-_RowChange, _RowData, _MergedRowData, _MergedRowChange, _FullRowChange = _staging_messages()
-_DML = {pb.INSERT: OP_INSERT, pb.UPDATE: OP_UPDATE, pb.DELETE: OP_DELETE}
-_DDL_TYPES = frozenset({pb.CREATE, pb.ALTER, pb.ERASE, pb.RENAME, pb.TRUNCATE, pb.CINDEX, pb.DINDEX})
 _MS_PER_DAY = 86_400_000
 
-
-class StagingError(Exception):
-    """An entry the window cannot be staged from."""
-
-
-class RowImageError(StagingError):
-    """A row image without all the table's columns (binlog_row_image MINIMAL or NOBLOB)."""
-
-
-class IncompleteWindowError(StagingError):
-    """A window directory without its manifest (staging did not finish)."""
-
-
-def window_path(root: Path | str, destination: str, window: int, attempt: int) -> Path:
-    """``{root}/{destination}/w{window:012d}-a{attempt}``."""
-    return Path(root) / destination / window_dir_name(window, attempt)
-
-
-def load_window(path: Path | str) -> WindowManifest:
-    """The manifest of a staged window directory; IncompleteWindowError when it has none."""
-    p = Path(path)
-    try:
-        text = (p / MANIFEST).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise IncompleteWindowError(f"{p}: no {MANIFEST}, the window was not staged completely") from None
-    return WindowManifest.from_json(text)
-
-
-# ---- accumulation --------------------------------------------------------------------------------------
 
 @dataclass(slots=True)
 class _Part:
@@ -502,25 +393,6 @@ class _Stager:
         return pa.Table.from_arrays([cols[f.name] for f in schema], schema=schema)
 
 
-def _latin1_bytes(texts: pa.StringArray) -> pa.Array | None:
-    """convert_texts of a binary column (Canal's text of bytes is one ISO-8859-1 char per byte) for the whole
-    column at once: one decode + encode of the texts' UTF-8 buffer, the byte lengths being the char lengths.
-    None when a text is not ISO-8859-1: convert_texts raises its error then."""
-    n = len(texts)
-    _, off_buf, data_buf = texts.buffers()
-    offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, off_buf], offset=texts.offset)
-    lo, hi = offsets[0].as_py(), offsets[n].as_py()
-    try:
-        data = data_buf[lo:hi].to_pybytes().decode("utf-8").encode("latin-1") if hi > lo else b""
-    except UnicodeEncodeError:
-        return None
-    lengths = pc.fill_null(pc.utf8_length(texts), 0)
-    ends = pc.cumulative_sum(lengths) if n else pa.array([], pa.int32())
-    new_offsets = pa.concat_arrays([pa.array([0], pa.int32()), ends.cast(pa.int32())])
-    out = pa.Array.from_buffers(pa.binary(), n, [None, new_offsets.buffers()[1], pa.py_buffer(data)])
-    return pc.if_else(texts.is_null(), pa.scalar(None, pa.binary()), out) if texts.null_count else out
-
-
 def _select(pool: pa.ListArray, idx: list[Any]) -> pa.ListArray:
     """pool[idx]: a zero-copy slice when idx is a run of consecutive indexes (the common case)."""
     if idx and idx[0] is not None and idx[-1] is not None and idx[-1] - idx[0] == len(idx) - 1 \
@@ -532,117 +404,6 @@ def _select(pool: pa.ListArray, idx: list[Any]) -> pa.ListArray:
 def _path_safe(name: str) -> str:
     # quoted MySQL identifiers may hold "/" (and "%", our escape)
     return name.replace("%", "%25").replace("/", "%2F")
-
-
-def _image_error(h: Any, et: int) -> RowImageError:
-    return RowImageError(f"{pb.EventType.Name(et)} row image of {h.schemaName}.{h.tableName} at "
-                         f"{h.logfileName}:{h.logfileOffset} lacks columns (binlog_row_image MINIMAL or NOBLOB?): "
-                         "the source's binlog_row_image must be FULL")
-
-
-class _Rows:
-    """The RowDatas of one entry (``raw``: each serialized), parsed as needed: the first row (the layout), all
-    rows merged (the texts), row by row, or the whole RowChange with its columns."""
-
-    __slots__ = ("_merged", "first", "raw", "store")
-
-    def __init__(self, store: bytes, raw: Any) -> None:
-        self.store = store
-        self.raw = raw
-        self.first = _RowData.FromString(raw[0])
-        self._merged: Any = None
-
-    def __len__(self) -> int:
-        return len(self.raw)
-
-    @property
-    def merged(self) -> Any:
-        if self._merged is None:
-            self._merged = _MergedRowChange.FromString(self.store).rowDatas
-        return self._merged
-
-    def parsed(self) -> Any:
-        return _FullRowChange.FromString(self.store)
-
-
-def _images(rds: _Rows, side: str, n_cols: int, h: Any, et: int) -> list[bytes | None]:
-    """Canal's texts (UTF-8) of one image of every row, row-major; None for SQL NULL (isNull and no text).
-
-    Read from the merged parse of all rows (_Rows.merged) when its lists line up with the columns: each column
-    carries one value and one isNull (every protobuf writer writes a field at most once) and each row the
-    first row's column indexes, as written (proto3 leaves index 0 out; a row never holds a column twice), so
-    that every image is complete. Otherwise row by row: a row whose columns all carry a value from its own
-    merged parse, the others (NULLs, empty texts a proto3 writer leaves out, incomplete images) column by
-    column."""
-    f = getattr(rds.merged, side)
-    n = len(rds)
-    total = n_cols * n
-    pattern = list(getattr(_MergedRowData.FromString(rds.raw[0]), side).index)
-    lined_up = len(f.isNull) == total and list(f.index) == pattern * n  # an isNull per column, complete rows
-    if lined_up and len(f.value) == total:
-        return _texts(list(f.value), f.isNull)
-    nulls = list(f.isNull)
-    if lined_up and total - len(f.value) == nulls.count(True):
-        # the columns without a value are as many as the NULLs (no empty text left out): the rows without a NULL
-        # are read from their own merged parse, those with one column by column
-        out: list[bytes | None] = []
-        for r, raw in enumerate(rds.raw):
-            if True not in nulls[r * n_cols:(r + 1) * n_cols]:
-                f = getattr(_MergedRowData.FromString(raw), side)
-                if len(f.isNull) == n_cols and len(f.value) == n_cols and list(f.index) == pattern:
-                    out += _texts(list(f.value), f.isNull)
-                    continue
-            out += _column_texts(getattr(_RowData.FromString(raw), side), n_cols, h, et)
-        return out
-    return list(chain.from_iterable(_column_texts(getattr(rd, side), n_cols, h, et) for rd in rds.parsed().rowDatas))
-
-
-def _texts(values: list[bytes | None], nulls: Any) -> list[bytes | None]:
-    """Values lined up with their columns' isNull: NULL is isNull with the empty text."""
-    if any(nulls):
-        for i in compress(range(len(values)), nulls):
-            if values[i] == b"":
-                values[i] = None
-    return values
-
-
-def _column_texts(cols: Any, n_cols: int, h: Any, et: int) -> list[bytes | None]:
-    """One row image's texts, read column by column; RowImageError when it lacks columns."""
-    texts: list[bytes | None] = [c.value for c in cols]
-    if len(texts) != n_cols:
-        raise _image_error(h, et)
-    if b"" in texts:
-        for i, v in enumerate(texts):
-            if v == b"" and cols[i].isNull:
-                texts[i] = None
-    return texts
-
-
-def _int32s(values: Iterable[int] | array[int]) -> pa.Array:
-    """An Arrow int32 array over a C int array's memory: no Python int per value on Arrow's side."""
-    a = values if isinstance(values, array) else array("i", values)
-    return pa.Array.from_buffers(pa.int32(), len(a), [None, pa.py_buffer(a)])
-
-
-def _lists(items: Iterable[tuple[list[int], int] | list[list[int]]]) -> tuple[pa.Array, pa.Array]:
-    """Offsets and flat values of list columns: ``(ids, n)`` is the same list n times, a list of lists one
-    list per row."""
-    offsets = array("i", [0])
-    flat = array("i")
-    for item in items:
-        if isinstance(item, tuple):
-            ids, n = item
-            k = len(ids)
-            last = offsets[-1]
-            offsets.extend(range(last + k, last + k * n + 1, k) if k else repeat(last, n))
-            if k:
-                flat.extend(array("i", ids) * n)
-        else:
-            ends = accumulate(map(len, item), initial=offsets[-1])
-            next(ends)
-            offsets.extend(ends)
-            flat.extend(chain.from_iterable(item))
-    return _int32s(offsets), _int32s(flat)
 
 
 def _text_maps(cs: list[_Changes], names: pa.Array, pool: pa.ListArray, side: str) -> pa.Array:
@@ -668,44 +429,6 @@ def _position(h: Any) -> Position:
         return Position(journal="", offset=0)
     return Position(journal=h.logfileName, offset=h.logfileOffset, timestamp_ms=h.executeTime, gtid=h.gtid,
                     server_id=h.serverId)
-
-
-# ---- durable files --------------------------------------------------------------------------------------
-
-def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
-    fd = os.open(path, flags)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    _fsync_path(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-
-
-def _write_parquet(table: pa.Table, path: Path, **options: Any) -> None:
-    pq.write_table(table, path, compression="snappy", **options)
-    _fsync_path(path)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Move the finished temporary directory to ``final``, replacing an earlier (complete or not) staging."""
-    old = None
-    if final.exists():
-        old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(final, old)
-    os.rename(tmp, final)
-    _fsync_dir(final.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def stage_window(entries: Iterable[bytes], *, root: Path | str, destination: str, window: int, attempt: int,
