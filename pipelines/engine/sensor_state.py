@@ -31,13 +31,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
-import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
-from typing import Any
 
+from .sensor_cursor import Ahead, InFlight, Phase, Rules, SensorState, SnapshotState
 from .sensor_events import (
     Ack,
     Action,
@@ -59,6 +55,7 @@ from .sensor_events import (
     StageFailed,
     Tick,
 )
+from .sensor_failures import Failure, FailureKind, _fail, classify, signature
 
 __all__ = [
     "Ack",
@@ -95,200 +92,8 @@ __all__ = [
     "step",
 ]
 
-CURSOR_VERSION = 2
 AHEAD_RUN_FRACTION = 0.9         # stage ahead only after a run shorter than this part of the interval
 
-
-class Phase(StrEnum):
-    IDLE = "idle"
-    IN_FLIGHT = "in_flight"
-    BACKING_OFF = "backing_off"
-    STOPPED = "stopped"
-
-
-class FailureKind(StrEnum):
-    INFRA = "infrastructure"     # the machinery failed, not the data: retried forever
-    DATA = "error"               # may be deterministic: stops after max_failures identical ones in a row
-
-
-# --- cursor state -----------------------------------------------------------------------------------------------
-
-@dataclass
-class InFlight:
-    window: int
-    attempt: int
-    run_key: str
-    batch_ids: list[int]
-    epoch: str
-    path: str
-    end_key: int
-    end: str
-    launched_at: float
-    tables: list[str] = field(default_factory=list)
-    catch_up: dict[str, str] = field(default_factory=dict)  # table -> snapshot position "file:offset"
-    end_ms: int = 0                                          # execute time of the window's last change
-    gtid: str = ""
-    checks: list[str] = field(default_factory=list)          # tables whose reconcile check rides along
-
-
-@dataclass
-class Ahead:
-    """The next window, staged while ``inflight``'s run was going; its batches are outstanding behind
-    ``inflight``'s, so it is acked only after them."""
-
-    window: int
-    batch_ids: list[int]
-    epoch: str
-    path: str
-
-
-@dataclass
-class Failure:
-    """The last failure of the current window (or snapshot) attempt series."""
-
-    kind: str                     # FailureKind
-    message: str                  # one line, with the run id
-    signature: str                # the message without ids and numbers: equal signatures = the same error
-    at: float
-    count: int = 1                # consecutive failures with this signature
-
-
-@dataclass
-class SnapshotState:
-    n: int = 0                     # snapshot run number (monotone per destination)
-    attempt: int = 0
-    tables: list[str] = field(default_factory=list)
-    run_key: str | None = None     # the run in flight, None between attempts
-    launched_at: float = 0.0
-    failures: int = 0
-    backoff_until: float = 0.0
-    stopped: str | None = None
-    stopped_version: str = ""
-    last_error: Failure | None = None
-
-
-@dataclass
-class SensorState:
-    version: int = CURSOR_VERSION
-    phase: str = Phase.IDLE
-    window: int = 0                # the window being (or next to be) applied
-    attempt: int = 0
-    failures: int = 0              # consecutive failed attempts of this window
-    backoff_until: float = 0.0     # epoch seconds
-    inflight: InFlight | None = None
-    ahead: Ahead | None = None
-    last_run_seconds: float | None = None  # the last applied window's run, requested -> succeeded
-    applied_through: int | None = None  # order key of the last applied (acked) window end
-    applied_position: str = ""
-    applied_gtid: str = ""
-    applied_ms: int = 0            # execute time of the last applied change
-    caught_up_at: float = 0.0      # when a tick last found everything the source had applied
-    stopped: str | None = None
-    stopped_version: str = ""      # the code version the stop happened under
-    last_error: Failure | None = None
-    snapshot: SnapshotState = field(default_factory=SnapshotState)
-    reconciled_at: dict[str, float] = field(default_factory=dict)
-    adopted: bool = False          # numbering taken over from the instance's runs (after a reset)
-    # the tick being handled, for the observations that follow it in the same evaluation (never in the cursor)
-    seen: Tick | None = None
-
-    def to_json(self) -> str:
-        d = asdict(self)
-        d.pop("seen")
-        return json.dumps(d, sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_cursor(cls, cursor: str | None) -> SensorState:
-        if not cursor:
-            return cls()
-        d = json.loads(cursor)
-        version = d.get("version")
-        if version == 1:
-            d = _from_v1(d)
-        elif version != CURSOR_VERSION:
-            raise ValueError(f"sensor cursor version {version!r}, expected {CURSOR_VERSION}: reset the cursor")
-        d.pop("seen", None)
-        infl = d.pop("inflight", None)
-        ahead = d.pop("ahead", None)
-        snap = dict(d.pop("snapshot", None) or {})
-        err = d.pop("last_error", None)
-        snap_err = snap.pop("last_error", None)
-        return cls(**d, inflight=InFlight(**infl) if infl else None, ahead=Ahead(**ahead) if ahead else None,
-                   last_error=Failure(**err) if err else None,
-                   snapshot=SnapshotState(**snap, last_error=Failure(**snap_err) if snap_err else None))
-
-
-def _from_v1(d: dict[str, Any]) -> dict[str, Any]:
-    """A cursor written before the phase was explicit: same meaning, errors as plain text."""
-    d = dict(d)
-    d["version"] = CURSOR_VERSION
-    d["phase"] = (Phase.STOPPED if d.get("stopped") else Phase.IN_FLIGHT if d.get("inflight")
-                  else Phase.BACKING_OFF if d.get("backoff_until") else Phase.IDLE)
-    err = d.pop("last_error", None)
-    d["last_error"] = asdict(Failure(FailureKind.DATA, err, signature(err), 0.0)) if err else None
-    snap = dict(d.get("snapshot") or {})
-    serr = snap.pop("last_error", None)
-    snap["last_error"] = asdict(Failure(FailureKind.DATA, serr, signature(serr), 0.0)) if serr else None
-    d["snapshot"] = snap
-    return d
-
-
-# --- rules ------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Rules:
-    """The configuration the machine decides by (pipelines.engine.config's sensor and window sections)."""
-
-    destination: str
-    tables: tuple[str, ...]
-    interval_seconds: float = 30
-    max_failures: int = 5
-    backoff_seconds: float = 30
-    backoff_max_seconds: float = 900
-    launch_timeout_seconds: float = 600
-    stage_ahead: bool = True
-    reconcile_interval_seconds: float = 0    # 0: the reconcile checks run only on demand
-    reconcile_tables_per_run: int = 1
-
-    def backoff(self, failures: int) -> float:
-        return min(self.backoff_max_seconds, self.backoff_seconds * 2 ** max(0, failures - 1))
-
-
-# --- failures ---------------------------------------------------------------------------------------------------
-
-# Errors that say the machinery failed, not the window's data: a run worker or the code server gone, Spark's JVM
-# or Spark Connect server gone, the source or Dagster storage unreachable, an interrupted run.
-_INFRA = re.compile("|".join([
-    r"run worker", r"worker (?:process|for run)", r"process for run \S+ (?:exited|was terminated)",
-    r"never appeared", r"not created", r"code (?:server|location)", r"DagsterUserCodeUnreachableError",
-    r"DagsterExecutionInterruptedError", r"KeyboardInterrupt", r"SIGTERM", r"SIGKILL", r"signal \d+",
-    r"Py4J(?:Network)?Error", r"Java gateway process exited", r"SparkContext (?:was|has been) shut down",
-    r"Cannot call methods on a stopped SparkContext", r"SparkConnectGrpcException", r"StatusCode\.UNAVAILABLE",
-    r"no Spark Connect server answers", r"Connection (?:refused|reset|aborted)", r"Broken pipe",
-    r"Can't connect to (?:MySQL|MariaDB) server", r"Lost connection to (?:MySQL|MariaDB) server",
-    r"server has gone away", r"OperationalError: \((?:2003|2006|2013)", r"timed? ?out", r"No space left on device",
-    r"database is locked", r"run (?:was )?canceled", r"CANCELED",
-]), re.IGNORECASE)
-_IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|\b[0-9a-f]{16,}\b|\d+")
-
-
-def classify(message: str) -> FailureKind:
-    """INFRA when the error names a machinery fault (retried forever), else DATA."""
-    return FailureKind.INFRA if _INFRA.search(message or "") else FailureKind.DATA
-
-
-def signature(message: str) -> str:
-    """The error with run ids, positions and counts blanked: two failures with one signature are the same error."""
-    return _IDS.sub("#", message or "")[:300]
-
-
-def _fail(prev: Failure | None, kind: FailureKind, message: str, now: float) -> Failure:
-    sig = signature(message)
-    count = prev.count + 1 if prev is not None and prev.signature == sig and prev.kind == kind else 1
-    return Failure(kind=kind, message=message, signature=sig, at=now, count=count)
-
-
-# --- the machine --------------------------------------------------------------------------------------------------
 
 def step(state: SensorState, obs: Observation, rules: Rules) -> tuple[SensorState, list[Action]]:
     """The new state and what to do, for one observation. ``state`` is not modified."""
@@ -357,8 +162,6 @@ def _resume_after_change(st: SensorState, t: Tick, out: list[Action]) -> None:
         out.append(Note("resuming initial snapshots: the configuration or code changed since they stopped"))
         snap.stopped, snap.failures, snap.last_error, snap.backoff_until = None, 0, None, 0.0
 
-
-# --- windows ----------------------------------------------------------------------------------------------------
 
 def _drive_window(st: SensorState, t: Tick, r: Rules, out: list[Action]) -> None:
     if st.phase == Phase.IN_FLIGHT:
@@ -634,8 +437,6 @@ def _catch_up_run(st: SensorState, r: Rules, out: list[Action]) -> None:
                             "canal/catch_up": ",".join(sorted(todo))}))
 
 
-# --- initial snapshots ------------------------------------------------------------------------------------------
-
 def _drive_snapshot(st: SensorState, t: Tick, r: Rules, out: list[Action]) -> None:
     snap = st.snapshot
     if snap.run_key is not None:
@@ -692,8 +493,6 @@ def _snapshot_failed(st: SensorState, t: Tick, r: Rules, out: list[Action], run_
         out.append(Note(f"snapshot of {', '.join(snap.tables)} failed ({kind}); retrying at "
                         f"{_clock(snap.backoff_until)}. {message}", "error"))
 
-
-# --- helpers ------------------------------------------------------------------------------------------------------
 
 def fmt_ids(ids: Sequence[int]) -> str:
     """Batch ids as compact ranges ("3-7,9"): they are consecutive in practice."""
