@@ -1,5 +1,5 @@
 """pipelines.engine.lake against Delta: staged windows written here with pyarrow per pipelines.engine.window's
-contract, and every expected table state written out by hand (never computed by lake.py)."""
+contract, and every expected table state written out by hand (never computed by the lake package)."""
 
 from __future__ import annotations
 
@@ -221,7 +221,7 @@ def test_mirror_converges_and_replays_are_harmless(spark: Any, tmp_path: Path) -
     assert (r3.inserted, r3.deleted, r3.position) == (1, 1, k(260))
     assert rows(spark, path) == expected
     assert L.mirror_version(spark, lake, "shop", "items") == k(260)
-    # Delta never resets its idempotency confs; lake.py must not leave them set for the next write
+    # Delta never resets its idempotency confs; the lake package must not leave them set for the next write
     assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
     assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
     props = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect())

@@ -158,8 +158,8 @@ def test_changelog_append_and_idempotent_replay(cspark: Any, tmp_path: Path) -> 
 
 
 def test_delta_skips_a_recorded_txn_version_on_connect(cspark: Any, tmp_path: Path) -> None:
-    """Delta's own idempotency through Connect session confs (not lake.py's pre-check): a write whose txnVersion is
-    not above the recorded one for its appId commits nothing."""
+    """Delta's own idempotency through Connect session confs (not the lake package's pre-check): a write whose
+    txnVersion is not above the recorded one for its appId commits nothing."""
     path = str(tmp_path / "t")
     cspark.sql(f"CREATE TABLE delta.`{path}` (id INT, v STRING) USING delta")
 
