@@ -17,7 +17,7 @@ code server runs for the canal sensor:
 1. parse + encode: the instance (replication dump, binlog decoding, Canal Entry encoding, sink, ring store)
    until every row change is in the store;
 2. get: ``EmbeddedCanalSource.get_window`` (getWithoutAck batches) windows of ``--window-rows``;
-3. staging: ``pipelines.staging.stage_window`` of each window, as the sensor calls it (Entry parsing, text
+3. staging: ``pipelines.engine.staging.stage_window`` of each window, as the sensor calls it (Entry parsing, text
    pool, Arrow conversion, Parquet files, manifest; fsyncs included).
 
 Prints CPU seconds (user + system, ``resource.getrusage``) and microseconds per row change for each stage;
@@ -100,7 +100,7 @@ def build_workload(rows: int, tx_rows: int, preload: int) -> dict[str, Any]:
 
 def pipeline_config(tmp: Path, st: dict[str, Any], window_rows: int) -> Any:
     """A PipelineConfig for an embedded destination reading the workload's binlog range (as bench/pipeline's)."""
-    from pipelines.config import parse_config
+    from pipelines.engine.config import parse_config
 
     window_bytes = window_rows * ENTRY_BYTES_PER_ROW
     # the whole workload stays in the store: the parse stage ends before anything is taken
@@ -228,8 +228,8 @@ def run(st: dict[str, Any], window_rows: int, digest: bool, profile: Path | None
     """One pass over the workload: a fresh embedded instance from the workload's start to its end."""
     import pyarrow as pa
 
-    from pipelines.source import EmbeddedCanalSource
-    from pipelines.staging import stage_window, window_path
+    from pipelines.engine.source import EmbeddedCanalSource
+    from pipelines.engine.staging import stage_window, window_path
 
     pa.array(["warm-up"])  # Arrow's first conversion imports pandas: once per process, not per row
     prof = Profiler(profile)

@@ -1,11 +1,11 @@
 """bench/lake_merge: one window's mirror MERGE, deletion vectors (ours, `lake.deletion_vectors: true`) vs Delta's
-default copy-on-write MERGE, through pipelines.lake.apply_mirror in one local Spark JVM.
+default copy-on-write MERGE, through pipelines.engine.lake.apply_mirror in one local Spark JVM.
 
     .venv/bin/python bench/lake_merge.py [--table-rows 1700000] [--window-rows 450000] [--windows 2] [--pairs 2]
 
 Each variant loads a fresh mirror of --table-rows rows (one staged window of inserts), then applies --windows
 windows of --window-rows changes each: 60% inserts of new ids, 25% updates of random live ids, 15% deletes of
-the oldest ids (bench/pipeline_workload's mix), staged per pipelines.window's contract (typed Parquet parts).
+the oldest ids (bench/pipeline_workload's mix), staged per pipelines.engine.window's contract (typed Parquet parts).
 Variants alternate --pairs times in one JVM after a small warm-up, so JIT warm-up and the machine's other load
 fall on both; the figure is the Spark JVM's CPU time (utime + stime from /proc) per window, with wall time and
 Delta's rows-copied metric beside it. The mirror rows of both variants are compared at the end.
@@ -53,7 +53,7 @@ def _part(ids: Any, ops: list[str], offset: int) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    from pipelines.window import order_key
+    from pipelines.engine.window import order_key
 
     n = len(ids)
     base = order_key(BINLOG, 0)
@@ -80,7 +80,7 @@ def _part(ids: Any, ops: list[str], offset: int) -> Any:
 def _stage(root: Path, window: int, part: Any) -> tuple[Path, Any]:
     import pyarrow.parquet as pq
 
-    from pipelines.window import ColumnSpec, Position, TableChanges, TablePart, WindowManifest, split_key
+    from pipelines.engine.window import ColumnSpec, Position, TableChanges, TablePart, WindowManifest, split_key
 
     d = root / f"w{window:012d}-a0"
     (d / "tables" / "bench.t").mkdir(parents=True)
@@ -110,7 +110,7 @@ def run_variant(spark: Any, jvm: Jvm, root: Path, dv: bool, table_rows: int, win
                 windows: int, seed: int) -> list[dict[str, float]]:
     import numpy as np
 
-    from pipelines import lake as L
+    from pipelines.engine import lake as L
 
     shutil.rmtree(root, ignore_errors=True)
     lake = L.Lake(str(root / "lake"), deletion_vectors=dv)
@@ -150,10 +150,10 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--materialize", default=None, help="spark.databricks.delta.merge.materializeSource for both "
-                    "variants (default: what pipelines.lake sets)")
+                    "variants (default: what pipelines.engine.lake sets)")
     args = ap.parse_args()
     if args.materialize:
-        from pipelines import lake as L
+        from pipelines.engine import lake as L
 
         L.MERGE_SOURCE_MATERIALIZE = args.materialize
 
@@ -186,7 +186,7 @@ def main() -> None:
                 "us_per_change": round(cpu / args.window_rows * 1e6, 1),
                 "rows_copied_mean": round(statistics.mean(r["copied"] for r in rs))}
         ratio = summary["copy_on_write"]["cpu_s_mean"] / summary["deletion_vectors"]["cpu_s_mean"]
-        from pipelines import lake as L
+        from pipelines.engine import lake as L
 
         print(json.dumps({"table_rows": args.table_rows, "window_rows": args.window_rows,
                           "materialize_source": L.MERGE_SOURCE_MATERIALIZE, **summary,

@@ -271,9 +271,9 @@ def run_ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def analyse_ours(spark: Any, raw: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from pipelines.config import load_config
-    from pipelines.lake import Lake
-    from pipelines.main import compare
+    from pipelines.cli.main import compare
+    from pipelines.engine.config import load_config
+    from pipelines.engine.lake import Lake
 
     cfg = load_config(raw["conf"])
     commits, windows = raw["commits"], raw["windows"]

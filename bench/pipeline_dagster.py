@@ -98,7 +98,7 @@ def failed(inst: Any, destination: str) -> str | None:
     """The first failed or canceled run of the destination, with its error from the event log."""
     from dagster import DagsterRunStatus
 
-    from pipelines.sensor import run_error
+    from pipelines.defs.sensor import run_error
 
     for kind in ("snapshot", "window"):
         for run in runs(inst, destination, kind):

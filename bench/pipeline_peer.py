@@ -2,7 +2,7 @@
 cycle due while one runs starts at the next interval boundary after it, as a sensor or schedule would), SELECT *
 of the source table in a consistent snapshot, then overwrite the Delta table with it through Spark.
 
-The read is the project's own snapshot reader (pipelines.snapshot: pymysql server-side cursor, typed Arrow
+The read is the project's own snapshot reader (pipelines.engine.snapshot: pymysql server-side cursor, typed Arrow
 columns, Parquet; the project has no JDBC driver), the write a Delta overwrite from that Parquet with the same
 Spark settings as the pipeline. Two modes:
 
@@ -47,7 +47,7 @@ class Cycle:
 
 def reload(job: dict[str, Any], due: float, spark: Any = None) -> Cycle:
     """One full reload; a SparkSession of its own (started after the read, stopped after) unless ``spark``."""
-    from pipelines.snapshot import take_snapshot
+    from pipelines.engine.snapshot import take_snapshot
 
     scratch = Path(job["scratch"])
     seen: list[float] = []

@@ -3,7 +3,7 @@ died with it stays in flight, for three ways of running it:
 
     .venv/bin/python bench/recovery.py [--topology main|main-daemon-kept|dev] [--trials 3] [--wait 300]
 
-* ``main``: the main job's processes (pipelines/deployment.py under pipelines/supervisor.py, as scripts/run.sh
+* ``main``: the main job's processes (pipelines/cli/deployment.py under pipelines/cli/supervisor.py, as scripts/run.sh
   runs them): the code server restarted with backoff, the daemon stopped while it is down and started once it
   serves again.
 * ``main-daemon-kept``: the same, but the daemon keeps running through the code server's restart (it then sees the
@@ -11,7 +11,7 @@ died with it stays in flight, for three ways of running it:
 * ``dev``: ``dagster dev`` with the project's workspace.yaml, as scripts/run.sh ran it before: its code server is a
   proxy that spawns the real one (``dagster api grpc``); that one is killed.
 
-Each on the demo shop (pipelines/demo.py, schema canal_demo on the private MariaDB, 5 transactions/s) with a
+Each on the demo shop (pipelines/cli/demo.py, schema canal_demo on the private MariaDB, 5 transactions/s) with a
 temporary pipeline.yaml, Canal conf and DAGSTER_HOME (the project's dagster.yaml: run monitoring every 10 s).
 Trials: "code server" kills the code server at a random moment once the pipeline runs windows and measures kill ->
 serving again (main only), -> the first sensor tick evaluated after it (SUCCESS or SKIPPED), -> the first window run
@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import pipeline_dagster as DG  # noqa: E402
 
-from pipelines import demo, deployment  # noqa: E402
-from pipelines.launcher import run_worker  # noqa: E402
-from pipelines.processes import read_stat, session_members  # noqa: E402
-from pipelines.supervisor import Service, Supervisor  # noqa: E402
+from pipelines.cli import demo, deployment  # noqa: E402
+from pipelines.cli.supervisor import Service, Supervisor  # noqa: E402
+from pipelines.defs.launcher import run_worker  # noqa: E402
+from pipelines.engine.processes import read_stat, session_members  # noqa: E402
 
 RATE = 5.0
 
@@ -94,7 +94,7 @@ class Pipeline:
             demo.create(conn)
         finally:
             conn.close()
-        workload = [sys.executable, "-m", "pipelines.demo", "workload", "--port", str(port), "--rate", str(RATE)]
+        workload = [sys.executable, "-m", "pipelines.cli.demo", "workload", "--port", str(port), "--rate", str(RATE)]
         # the storage exists before any Dagster process starts: processes creating a fresh SQLite storage at once
         # race on its schema version ("more than one head"), and dagster dev does not recover from that
         self.instance = DG.instance(self.home)

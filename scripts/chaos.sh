@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The chaos suite: the main job (python -m pipelines.main) on a MariaDB instance of its own, under a logged
+# The chaos suite: the main job (python -m pipelines.cli.main) on a MariaDB instance of its own, under a logged
 # workload and seeded faults (SIGKILL of the code server, a run worker, a run's Spark JVM, the daemon, the
 # webserver, the whole process tree; restarts of the source); then it waits for the pipeline to converge by itself
 # and checks that nothing was lost, doubled or corrupted (docs/pipeline.md, "Chaos").

@@ -21,7 +21,7 @@
 # first start fails with a clear message; with CI=true (or MARIADB_PORT_AUTO=1) it picks the next free port
 # (default + 10, + 20, ...) instead.  Once chosen, the port is the instance's: a later start or `restart` finds
 # it taken is an error, never a move.  The port in use is always the one in my.cnf: `scripts/mariadb.sh
-# port [NAME]` prints it, and tests/conftest.py and the main job (pipelines/main.py) read it from there.
+# port [NAME]` prints it, and tests/conftest.py and the main job (pipelines/cli/main.py) read it from there.
 #
 # `start` also (idempotently, and with sql_log_bin=0 so the binlog stays clean) ensures:
 #   canal@127.0.0.1, canal@localhost        password canal        SELECT, REPLICATION SLAVE, REPLICATION CLIENT

@@ -8,7 +8,7 @@
 #                                prints source and mirror row counts side by side (exit 0 when equal)
 #   scripts/run.sh --reset ...   drop the demo schema and all pipeline state first
 #
-# Everything else: python -m pipelines.main --help.
+# Everything else: python -m pipelines.cli.main --help.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -16,4 +16,4 @@ scripts/setup.sh
 export DAGSTER_HOME="${DAGSTER_HOME:-$ROOT/dagster_home}"
 # exec: the Python process is the one a SIGTERM / Ctrl-C reaches; it stops everything it started. It reads the
 # private MariaDB's port from its my.cnf itself (conf/demo/instance.properties: PRIVATE_MARIADB_PORT).
-exec .venv/bin/python -m pipelines.main "$@"
+exec .venv/bin/python -m pipelines.cli.main "$@"

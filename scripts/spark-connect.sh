@@ -96,8 +96,8 @@ log_tail() {
 }
 
 # Spark's default logging, less two false alarms: every read of a file that may be absent (a table's
-# _delta_log/_last_checkpoint, read by pipelines/lake.py on Connect) logs a stack trace from FileStreamSink, and
-# every scan of a mirror (column mapping + deletion vectors) an ERROR from DeltaParquetFileFormat
+# _delta_log/_last_checkpoint, read by pipelines/engine/lake/delta_log.py on Connect) logs a stack trace from
+# FileStreamSink, and every scan of a mirror (column mapping + deletion vectors) an ERROR from DeltaParquetFileFormat
 # (canal_core/sparkenv.py DELTA_SCAN_NOISE says why).
 write_log_conf() {
     cat >"$DIR/log4j2.properties" <<'EOF'

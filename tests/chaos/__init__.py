@@ -1,4 +1,5 @@
-"""The chaos suite: the real main job (pipelines/main.py) under faults, checked for lost, doubled and corrupted rows.
+"""The chaos suite: the real main job (pipelines/cli/main.py) under faults, checked for lost, doubled and corrupted
+rows.
 
     scripts/chaos.sh [--minutes N] [--faults K] [--seed S] ...      (python -m tests.chaos --help)
 
@@ -6,7 +7,7 @@ One run, everything under ``--dir`` (default ``.runtime/chaos``):
 
 1. ``environment``: a MariaDB instance of its own (``scripts/mariadb.sh``, instance ``--instance``, its own port),
    the workload's schema with some rows, a Canal destination, pipeline.yaml and DAGSTER_HOME of its own.
-2. ``mainjob``: ``python -m pipelines.main --no-demo`` on that configuration: the supervised code server,
+2. ``mainjob``: ``python -m pipelines.cli.main --no-demo`` on that configuration: the supervised code server,
    webserver and daemon, the run workers and their Spark JVMs, found by walking /proc from its pid.
 3. ``workload``: transactions of every kind on the source, each logged with its outcome.
 4. ``faults``: seeded kinds at seeded times, each only once its target exists: SIGKILL of a process of the main

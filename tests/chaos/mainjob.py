@@ -1,4 +1,4 @@
-"""The main job (``python -m pipelines.main --no-demo``) as the suite runs it, and its process tree.
+"""The main job (``python -m pipelines.cli.main --no-demo``) as the suite runs it, and its process tree.
 
 The tree is found by walking /proc from the main job's pid (parent links), plus the members of every session a
 process of the tree had: the supervisor starts each service in a session of its own, so a run worker whose code
@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.processes import read_stat
+from pipelines.engine.processes import read_stat
 
 from .environment import REPO_ROOT, Layout
 
-STOP_SECONDS = 90.0  # pipelines.main.STOP_BOUND_SECONDS (60) with room
+STOP_SECONDS = 90.0  # pipelines.cli.main.STOP_BOUND_SECONDS (60) with room
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class MainJob:
             out.flush()
             # a session of its own: a Ctrl-C at the suite's terminal reaches the suite, which stops it with SIGTERM
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipelines.main", "--no-demo", "--port", str(self.ui_port)],
+                [sys.executable, "-m", "pipelines.cli.main", "--no-demo", "--port", str(self.ui_port)],
                 cwd=REPO_ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
         self.starts += 1

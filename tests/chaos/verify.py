@@ -74,8 +74,8 @@ class TableResult:
 
 
 def compare_mirrors(spark: Any, source: Source, lake_root: str, tables: Sequence[str]) -> list[TableResult]:
-    from pipelines.lake import Lake
-    from pipelines.snapshot import table_columns
+    from pipelines.engine.lake import Lake
+    from pipelines.engine.snapshot import table_columns
     from tests.integration.pipeline_driver import mirror_multiset, source_multiset
 
     lake = Lake(lake_root)
@@ -158,7 +158,7 @@ class ChangelogResult:
 
 def read_changelog(spark: Any, lake_root: str) -> list[dict[str, Any]]:
     """The changelog's rows of the chaos schema ([] when the pipeline has not created it yet)."""
-    from pipelines.lake import Lake
+    from pipelines.engine.lake import Lake
 
     path = Lake(lake_root).changelog_path()
     if not (Path(path) / "_delta_log").is_dir():
@@ -298,7 +298,7 @@ def _sensor_state(instance: Any, name: str) -> Any:
 
 def sensor_cursor(home: Path, name: str) -> Any:
     """The sensor's state machine as its cursor in the Dagster instance says now (None before its first tick)."""
-    from pipelines.sensor_state import SensorState
+    from pipelines.engine.sensor_state import SensorState
 
     instance = _instance(home)
     try:
@@ -320,7 +320,7 @@ def sensor_history(home: Path, name: str) -> SensorResult:
     """Every tick the instance recorded: its cursor never in the stopped phase, its message never STOPPED."""
     from dagster._core.scheduler.instigation import TickStatus
 
-    from pipelines.sensor_state import Phase, SensorState
+    from pipelines.engine.sensor_state import Phase, SensorState
 
     instance = _instance(home)
     try:

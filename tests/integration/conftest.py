@@ -20,7 +20,7 @@ from tests.integration.tcp_served import PASSWORD, TABLE_A, TABLE_B, USER, Recor
 def one_spark_session(monkeypatch: pytest.MonkeyPatch) -> None:
     # the daemon runs each run in its own process, whose SparkSession ends with it; in this process the
     # runs share the test session instead of stopping and restarting it after every run
-    from pipelines.resources import SparkResource  # here: the pipeline extra stays optional for other tests
+    from pipelines.defs.resources import SparkResource  # here: the pipeline extra stays optional for other tests
 
     monkeypatch.setattr(SparkResource, "teardown_after_execution", lambda self, context: None)
 

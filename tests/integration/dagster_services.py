@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines.processes import session_members, stop_sessions
+from pipelines.engine.processes import session_members, stop_sessions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

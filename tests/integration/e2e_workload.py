@@ -13,9 +13,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from pipelines.lake import Lake
-from pipelines.reconcile import table_columns
-from pipelines.sensor_state import SensorState
+from pipelines.engine.lake import Lake
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.sensor_state import SensorState
 from tests.integration.pipeline_driver import Driver, mirror_rows, source_rows
 
 SCHEMA = "canal_e2e"

@@ -20,11 +20,11 @@ import pymysql
 from dagster import DagsterInstance, RunRequest, SensorResult, build_sensor_context
 from pymysql.constants import FIELD_TYPE
 
-from pipelines.config import PipelineConfig, parse_config
-from pipelines.definitions import build_definitions
-from pipelines.pools import INSTANCE_SETTINGS
-from pipelines.sensor_state import SensorState
-from pipelines.types import from_db, select_expr
+from pipelines.defs.definitions import build_definitions
+from pipelines.defs.pools import INSTANCE_SETTINGS
+from pipelines.engine.config import PipelineConfig, parse_config
+from pipelines.engine.sensor_state import SensorState
+from pipelines.engine.types import from_db, select_expr
 from tests.chaos.binlog_truth import canal_decimal_text
 
 
@@ -92,7 +92,7 @@ class Driver:
         """One evaluation, as the daemon runs it. A failed one (the destination cannot progress and has nothing
         to persist: Dagster shows the tick failed) comes back as a SensorResult whose skip reason starts with
         "FAILED", the cursor unchanged."""
-        from pipelines.sensor import DestinationNotProgressing
+        from pipelines.defs.sensor import DestinationNotProgressing
 
         ctx = build_sensor_context(instance=self.instance, cursor=self.cursor, definitions=self.defs)
         try:

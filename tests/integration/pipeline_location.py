@@ -1,6 +1,6 @@
 """A code location for Dagster workspaces in tests (GraphQL as the UI sends it, the backfill daemon, runs and
 their step processes): ``defs`` is built from the pipeline config (JSON, as ``conf/pipeline.yaml`` would hold
-it) named by ``$CANAL_TEST_PIPELINE_JSON``, the way ``pipelines.definitions`` builds them from
+it) named by ``$CANAL_TEST_PIPELINE_JSON``, the way ``pipelines.defs.definitions`` builds them from
 ``$CANAL_PIPELINE_CONF``. Dagster loads it by module and attribute; a step's child process imports it afresh and
 finds the same config through its inherited environment.
 
@@ -35,8 +35,8 @@ def __getattr__(name: str) -> Any:
     if name != "defs" and name != attribute(path):
         raise AttributeError(f"{__name__}.{name} does not serve ${ENV}={path} (that is {attribute(path)})")
     if path not in _built:
-        from pipelines.config import parse_config
-        from pipelines.definitions import build_definitions
+        from pipelines.defs.definitions import build_definitions
+        from pipelines.engine.config import parse_config
 
         _built[path] = build_definitions(parse_config(json.loads(Path(path).read_text()), base_dir=Path(path).parent))
     return _built[path]

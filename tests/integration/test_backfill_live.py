@@ -36,12 +36,13 @@ import pymysql
 import pytest
 from dagster import DagsterEventType, build_op_context
 
-from pipelines import lake as L
-from pipelines.assets.backfill import run_backfill
-from pipelines.pools import writer_pool
-from pipelines.reconcile import table_columns
-from pipelines.remerge import REMERGE_NOTE
-from pipelines.resources import SparkResource, resources_for
+from pipelines.defs.assets.backfill import run_backfill
+from pipelines.defs.pools import writer_pool
+from pipelines.defs.resources import SparkResource, resources_for
+from pipelines.engine import lake as L
+from pipelines.engine.lake import delta_sql
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.remerge import REMERGE_NOTE
 from tests.integration.pipeline_driver import Driver, drive_until_idle, make_config, mirror_rows, source_rows
 
 pytestmark = pytest.mark.integration
@@ -149,7 +150,7 @@ class Interleave:
     def __init__(self, mp: pytest.MonkeyPatch) -> None:
         self.before_remerge: dict[str, Callable[[], None]] = {}
         self.before_mirror: dict[str, Callable[[], None]] = {}
-        read, apply = L._read_staged, L.apply_mirror
+        read, apply = delta_sql._read_staged, L.apply_mirror
 
         def read_staged(spark: Any, file: str) -> Any:
             if "/backfill/" in file:
@@ -163,7 +164,7 @@ class Interleave:
                 self.before_mirror.pop(table.name)()
             return apply(spark, lake, window_dir, manifest, table, **kw)
 
-        mp.setattr(L, "_read_staged", read_staged)
+        mp.setattr(delta_sql, "_read_staged", read_staged)
         mp.setattr(L, "apply_mirror", apply_mirror)
 
     def done(self) -> None:

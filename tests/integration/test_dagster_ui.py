@@ -32,7 +32,7 @@ import pymysql
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from pipelines.config import REPO_ROOT
+from pipelines.engine.config import REPO_ROOT
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""pipelines.defaults: the value existing rows take when a column is added equals what MariaDB gives them."""
+"""pipelines.engine.defaults: the value existing rows take when a column is added equals what MariaDB gives them."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.defaults import source_defaults
-from pipelines.reconcile import table_columns
-from pipelines.types import from_db, select_expr
+from pipelines.engine.defaults import source_defaults
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.types import from_db, select_expr
 
 pytestmark = pytest.mark.integration
 

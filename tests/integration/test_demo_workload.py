@@ -1,4 +1,4 @@
-"""The demo workload (`python -m pipelines.demo workload`) across a restart of its MariaDB (scripts/mariadb.sh
+"""The demo workload (`python -m pipelines.cli.demo workload`) across a restart of its MariaDB (scripts/mariadb.sh
 restart on an instance of the test's own): it says the source is unreachable, reconnects, says when it writes
 again, and goes on at its rate from there (no burst making up for the outage)."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from pipelines import demo
+from pipelines.cli import demo
 from tests.integration.extra_mariadb import REPO_ROOT, extra_instance, script
 
 pytestmark = pytest.mark.integration
@@ -56,7 +56,7 @@ def test_the_workload_keeps_its_rate_across_a_restart_of_its_mariadb(mariadb_set
             conn.close()
         log = tmp_path / "workload.log"
         with open(log, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "pipelines.demo", "workload", "--port", str(db.port),
+            proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli.demo", "workload", "--port", str(db.port),
                                      "--rate", str(RATE), "--seed", "3"], cwd=REPO_ROOT, stdout=out,
                                     stderr=subprocess.STDOUT)
         try:

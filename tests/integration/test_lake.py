@@ -1,5 +1,5 @@
-"""pipelines.lake against Delta: staged windows written here with pyarrow per pipelines.window's contract, and
-every expected table state written out by hand (never computed by lake.py)."""
+"""pipelines.engine.lake against Delta: staged windows written here with pyarrow per pipelines.engine.window's
+contract, and every expected table state written out by hand (never computed by the lake package)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import lake as L
-from pipelines.remerge import REMERGE_NOTE, commits_after, remerge_mirror
-from pipelines.window import (
+from pipelines.engine import lake as L
+from pipelines.engine.lake import delta_sql
+from pipelines.engine.lake.schema_evolution import _plan_schema
+from pipelines.engine.remerge import REMERGE_NOTE, commits_after, remerge_mirror
+from pipelines.engine.window import (
     META_COLUMNS,
     OP_DELETE,
     OP_INSERT,
@@ -39,7 +41,7 @@ def k(offset: int) -> int:
     return order_key(BINLOG, offset)
 
 
-# ---- a staged-window writer (the contract of pipelines/window.py) -------------------------------------------
+# ---- a staged-window writer (the contract of pipelines/engine/window.py) -------------------------------------------
 
 
 @dataclass
@@ -219,7 +221,7 @@ def test_mirror_converges_and_replays_are_harmless(spark: Any, tmp_path: Path) -
     assert (r3.inserted, r3.deleted, r3.position) == (1, 1, k(260))
     assert rows(spark, path) == expected
     assert L.mirror_version(spark, lake, "shop", "items") == k(260)
-    # Delta never resets its idempotency confs; lake.py must not leave them set for the next write
+    # Delta never resets its idempotency confs; the lake package must not leave them set for the next write
     assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
     assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
     props = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect())
@@ -267,13 +269,13 @@ def test_schema_plan_decisions() -> None:
     part = st(("_canal_op", T.StringType()), ("_canal_pos", T.LongType()), ("ID", T.IntegerType()),
               ("n", T.IntegerType()), ("d", T.DecimalType(12, 2)), ("s", T.StringType()), ("f", T.DoubleType()),
               ("day", T.TimestampNTZType()), ("new", T.BinaryType()))
-    plan = L._plan_schema("a.b", mirror, part, "here")
+    plan = _plan_schema("a.b", mirror, part, "here")
     assert plan.drops == ["gone"]
     assert [(c, t.simpleString(), after) for c, t, after in plan.adds] == [("new", "binary", "day")]
     assert [(c, t.simpleString()) for c, t in plan.widen] == [("d", "decimal(12,2)"), ("f", "double")]
     assert [(c, t.simpleString()) for c, t in plan.rewrite] == [("s", "string"), ("day", "timestamp_ntz")]
     with pytest.raises(L.MirrorSchemaError, match=r"a\.b: column 'n' changed from bigint to timestamp here"):
-        L._plan_schema("a.b", mirror, st(("n", T.TimestampType())), "here")
+        _plan_schema("a.b", mirror, st(("n", T.TimestampType())), "here")
 
 
 def test_schema_evolution_mid_stream(spark: Any, tmp_path: Path) -> None:
@@ -438,7 +440,7 @@ def remerge_beside_a_window(spark: Any, tmp_path: Path, monkeypatch: pytest.Monk
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 2")
     spark.sql(f"UPDATE delta.`{path}` SET name = 'bad' WHERE id = 3")
 
-    real_txn = L._txn
+    real_txn = delta_sql._txn
     between: list[Any] = []   # what runs once between the re-merge's plan and its first MERGE
 
     def txn(session: Any, app: str | None, version: int | None, note: str) -> Any:
@@ -450,7 +452,7 @@ def remerge_beside_a_window(spark: Any, tmp_path: Path, monkeypatch: pytest.Monk
         L.apply_changelog(spark, lake, *w2)
         L.apply_mirror(spark, lake, *w2, table_of(w2[1], name))
 
-    monkeypatch.setattr(L, "_txn", txn)
+    monkeypatch.setattr(delta_sql, "_txn", txn)
     between.append(window_2)
     r = remerge_mirror(spark, lake, *w1, table_of(w1[1], name))
     assert not between

@@ -1,7 +1,7 @@
-"""Mirrors of tables without a primary key (pipelines.keyless through pipelines.lake) against Delta: staged windows
-written by hand with test_lake's writer (an UPDATE of such a table is staged as DELETE sub 0 + INSERT sub 1), every
-expected table state written out by hand: the mirror holds each source row as a row of its own, the copies of one
-row image numbered 1..n in _canal_dup."""
+"""Mirrors of tables without a primary key (pipelines.engine.keyless through pipelines.engine.lake) against Delta:
+staged windows written by hand with test_lake's writer (an UPDATE of such a table is staged as DELETE sub 0 + INSERT
+sub 1), every expected table state written out by hand: the mirror holds each source row as a row of its own, the
+copies of one row image numbered 1..n in _canal_dup."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pipelines import lake as L
-from pipelines.remerge import remerge_mirror
+from pipelines.engine import lake as L
+from pipelines.engine.remerge import remerge_mirror
 from tests.integration.test_lake import D, I, Part, U, Win, k, stage, table_of
 
 LOG = [("a", pa.int32(), False), ("note", pa.string(), False)]

@@ -1,4 +1,4 @@
-"""The main job (`python -m pipelines.main`, what scripts/run.sh execs) with real processes, on a pipeline config,
+"""The main job (`python -m pipelines.cli.main`, what scripts/run.sh execs) with real processes, on a pipeline config,
 Canal conf and DAGSTER_HOME of the test's own (the demo schema on the private MariaDB):
 
 1. SIGKILL of the code server while a window run is in flight: the job restarts it and says so, the sensor ticks
@@ -31,7 +31,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.scheduler.instigation import TickStatus
 
-from pipelines.processes import read_stat
+from pipelines.engine.processes import read_stat
 from tests.integration.dagster_services import REPO_ROOT, instance_home
 from tests.support.net import free_port
 
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.integration
 
 TICK_BOUND = 90.0    # restart backoff 1 s + code server load + daemon start + one sensor interval (30 s)
 RUN_BOUND = 420.0    # the above, then one window run's Spark work on a loaded 2-core machine
-STOP_BOUND = 60.0    # pipelines.main.STOP_BOUND_SECONDS
+STOP_BOUND = 60.0    # pipelines.cli.main.STOP_BOUND_SECONDS
 
 
 def _config(root: Path, settings: Any) -> Path:
@@ -98,8 +98,8 @@ class Job:
                    PRIVATE_MARIADB_PORT=str(settings.port))
         self.out = root / "main.out"
         with open(self.out, "wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pipelines.main", "--reset", "--rate", "5", "--port",
-                                          str(self.ui_port)], cwd=REPO_ROOT, env=env, stdout=out,
+            self.proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--reset", "--rate", "5",
+                                          "--port", str(self.ui_port)], cwd=REPO_ROOT, env=env, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._instance: DagsterInstance | None = None
 

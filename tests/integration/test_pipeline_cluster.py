@@ -1,6 +1,6 @@
 """The pipeline with ``canal.mode: cluster`` against two canal-server processes in HA.
 
-The sensor finds the active server through ZooKeeper (pipelines.source.RemoteCanalSource + ServerDiscovery);
+The sensor finds the active server through ZooKeeper (pipelines.engine.source.RemoteCanalSource + ServerDiscovery);
 the servers keep the meta in ZooKeeper (default-instance.xml). The random workload of test_pipeline_e2e runs
 while the active server is SIGKILLed mid-stream: the standby takes over from the ZooKeeper cursor, the
 window in flight comes again and is applied once, and Delta converges to MariaDB with each row change in the
@@ -19,8 +19,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from canal_core.protocol.zkpaths import cursor_path
-from pipelines.lake import Lake
-from pipelines.source import make_source
+from pipelines.engine.lake import Lake
+from pipelines.engine.source import make_source
 from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
 from tests.integration.test_ha import running_address, wait_for
@@ -99,7 +99,7 @@ def test_pipeline_on_a_canal_cluster_converges_across_a_failover(mariadb_setting
         assert cursor["@type"] == "com.alibaba.otter.canal.protocol.position.LogPosition"
         assert {"journalName", "position", "serverId", "timestamp"} <= set(cursor["postion"])
     finally:
-        from pipelines.source import RemoteCanalSource
+        from pipelines.engine.source import RemoteCanalSource
 
         RemoteCanalSource.close_all()  # its ZooKeeper client's threads must not outlive the test
         for server, _ in servers.values():

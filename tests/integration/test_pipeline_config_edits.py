@@ -20,9 +20,9 @@ import pymysql
 import pytest
 from dagster import AssetCheckKey, AssetKey
 
-from pipelines.lake import Lake
-from pipelines.reconcile import table_columns
-from pipelines.sensor_state import SensorState
+from pipelines.engine.lake import Lake
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.sensor_state import SensorState
 from tests.integration.pipeline_driver import Driver, drive_until_idle, make_config, mirror_rows, source_rows
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from dagster import AssetKey, DailyPartitionsDefinition, DefaultScheduleStatus, DefaultSensorStatus
 
-from pipelines.assets.tables import TableListUnavailable, resolve_tables
-from pipelines.config import REPO_ROOT, PipelineConfig, parse_config
-from pipelines.definitions import build_definitions
+from pipelines.defs.assets.tables import TableListUnavailable, resolve_tables
+from pipelines.defs.definitions import build_definitions
+from pipelines.engine.config import REPO_ROOT, PipelineConfig, parse_config
 
 TABLES = ["canal_test.pdefs_customers", "canal_test.pdefs_orders"]
 
@@ -86,8 +86,8 @@ def test_workspace_loads_and_validates(setup: dict[str, Any]) -> None:
 def test_import_starts_no_service(setup: dict[str, Any]) -> None:
     code = (
         "import sys\n"
-        "import pipelines.definitions as d\n"
-        "from pipelines.source import EmbeddedCanalSource\n"
+        "import pipelines.defs.definitions as d\n"
+        "from pipelines.engine.source import EmbeddedCanalSource\n"
         "assert not EmbeddedCanalSource._registry, 'a Canal instance was created at import'\n"
         "assert 'pyspark.sql' not in sys.modules, 'Spark was imported at definitions load'\n"
         "import json; print(json.dumps(sorted(k.to_user_string() for k in "
@@ -182,7 +182,7 @@ def test_embedded_source_windows(setup: dict[str, Any], mariadb_settings: Any) -
     rollback redelivers, ack moves on, a restart is a new epoch, one host per destination."""
     import pymysql
 
-    from pipelines.source import EmbeddedCanalSource, SourceUnavailable, make_source
+    from pipelines.engine.source import EmbeddedCanalSource, SourceUnavailable, make_source
 
     cfg: PipelineConfig = setup["config"]
     src = make_source(cfg)

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.lake import Lake, apply_changelog, apply_mirror
-from pipelines.reconcile import dataframe_fingerprint, source_fingerprint, table_columns
-from pipelines.sensor_state import SensorState
-from pipelines.staging import load_window
+from pipelines.engine.lake import Lake, apply_changelog, apply_mirror
+from pipelines.engine.reconcile import dataframe_fingerprint, source_fingerprint, table_columns
+from pipelines.engine.sensor_state import SensorState
+from pipelines.engine.staging import load_window
 from tests.integration.e2e_workload import SCHEMA, TABLES, Workload, changelog_counts, converge, mirrors_equal
 from tests.integration.pipeline_driver import Driver, make_config
 
@@ -100,7 +100,7 @@ def test_random_workload_converges_and_replays_are_harmless(mariadb_settings: An
 
 
 def _src(cfg: Any) -> Any:
-    from pipelines.source import make_source
+    from pipelines.engine.source import make_source
 
     return make_source(cfg)
 

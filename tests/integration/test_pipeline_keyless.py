@@ -29,11 +29,11 @@ from typing import Any
 import pymysql
 import pytest
 
-import pipelines.lake as L
-from pipelines.assets.keys import BACKFILL_JOB, WINDOW_JOB, reconcile_check_key
-from pipelines.reconcile import table_columns
-from pipelines.sensor_state import SensorState
-from pipelines.staging import load_window
+import pipelines.engine.lake as L
+from pipelines.defs.assets.keys import BACKFILL_JOB, WINDOW_JOB, reconcile_check_key
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.sensor_state import SensorState
+from pipelines.engine.staging import load_window
 from tests.integration.pipeline_driver import Driver, make_config, mirror_multiset, source_multiset
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]

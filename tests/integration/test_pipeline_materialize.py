@@ -17,9 +17,9 @@ import pymysql
 import pytest
 from dagster import AssetKey
 
-from pipelines.lake import Lake
-from pipelines.reconcile import table_columns
-from pipelines.registry import registry_for
+from pipelines.engine.lake import Lake
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.registry import registry_for
 from tests.integration.pipeline_driver import Driver, drive_until_idle, make_config, mirror_rows, source_rows
 
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ def test_materializing_a_mirror_reloads_it_from_a_snapshot(mariadb_settings: Any
 def test_ui_runs_execute_in_one_process() -> None:
     """Runs launched from the UI (Materialize, executing checks) run their steps in one process, sharing one Spark
     session, not a process and a JVM per step."""
-    from pipelines.definitions import defs
+    from pipelines.defs.definitions import defs
 
     job = defs.resolve_implicit_global_asset_job_def()
     assert job.executor_def.name == "in_process"

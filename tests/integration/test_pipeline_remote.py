@@ -1,5 +1,5 @@
 """The pipeline with ``canal.mode: remote``: the sensor takes its windows from a real canal-server process over
-Canal's TCP protocol (pipelines.source.RemoteCanalSource) instead of an embedded instance, and the random
+Canal's TCP protocol (pipelines.engine.source.RemoteCanalSource) instead of an embedded instance, and the random
 workload of test_pipeline_e2e converges to Delta == MariaDB; the changelog holds each change once, also after the
 server was restarted mid-stream (its un-acked batches come again and are applied once)."""
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.config import PipelineConfig
-from pipelines.lake import Lake
+from pipelines.engine.config import PipelineConfig
+from pipelines.engine.lake import Lake
 from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
 from tests.support.net import free_port
@@ -88,11 +88,11 @@ def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: 
         converge(driver, mariadb_settings, spark)
         total, distinct = changelog_counts(spark, Lake(cfg.lake_root))
         assert total == distinct == w.changes
-        from pipelines.source import RemoteCanalSource, make_source
+        from pipelines.engine.source import RemoteCanalSource, make_source
 
         assert isinstance(make_source(cfg), RemoteCanalSource)
     finally:
-        from pipelines.source import RemoteCanalSource
+        from pipelines.engine.source import RemoteCanalSource
 
         RemoteCanalSource.close_all()  # no connector thread outlives the test
         server.stop()

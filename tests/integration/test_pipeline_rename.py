@@ -5,7 +5,7 @@ local Spark/Delta.
 docs/lake.md ("DDL: TRUNCATE, DROP, RENAME, CREATE"): at the position p of ``RENAME TABLE a TO b`` or ``ALTER
 TABLE a RENAME TO b`` the mirror of b becomes a copy of a's rows (txn version p) and a's mirror is emptied and
 marked dropped (its rows still readable by time travel). A name the loaded definitions do not know gets no
-mirror asset until the code location is reloaded (pipelines/assets/tables.py); its changes reach the
+mirror asset until the code location is reloaded (pipelines/defs/assets/tables.py); its changes reach the
 changelog meanwhile, and after the reload the sensor snapshots it.
 
 1. One window with changes of two tables, ``RENAME TABLE orders TO orders_v2``, ``ALTER TABLE customers RENAME
@@ -28,9 +28,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from pipelines.lake import Lake
-from pipelines.reconcile import table_columns
-from pipelines.window import order_key
+from pipelines.engine.lake import Lake
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.window import order_key
 from tests.integration.pipeline_driver import (
     Driver,
     RecordedChanges,

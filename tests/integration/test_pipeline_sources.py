@@ -12,7 +12,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from pipelines.source import CanalSource, EmbeddedCanalSource, RemoteCanalSource, make_source
+from pipelines.engine.source import CanalSource, EmbeddedCanalSource, RemoteCanalSource, make_source
 from tests.integration.pipeline_driver import make_config
 from tests.integration.test_pipeline_remote import Server
 from tests.support.net import free_port

@@ -47,10 +47,10 @@ from dagster._daemon.backfill import execute_backfill_iteration
 from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION, LAUNCH_PIPELINE_EXECUTION_MUTATION
 from dagster_graphql.test.utils import execute_dagster_graphql
 
-from pipelines.config import parse_config
-from pipelines.lake import Lake
-from pipelines.reconcile import table_columns
-from pipelines.source import make_source
+from pipelines.engine.config import parse_config
+from pipelines.engine.lake import Lake
+from pipelines.engine.reconcile import table_columns
+from pipelines.engine.source import make_source
 from tests.integration import pipeline_location
 from tests.integration.pipeline_driver import (
     Driver,

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pymysql
 import pytest
 
-from pipelines.reconcile import (
+from pipelines.engine.reconcile import (
     Fingerprint,
     ReconcileError,
     arrow_fingerprint,
@@ -21,8 +21,8 @@ from pipelines.reconcile import (
     source_fingerprint,
     table_columns,
 )
-from pipelines.types import db_rows_to_arrow, select_expr
-from pipelines.window import order_key
+from pipelines.engine.types import db_rows_to_arrow, select_expr
+from pipelines.engine.window import order_key
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""pipelines.replay: a bounded binlog range through a separate client, by position and by time."""
+"""pipelines.engine.replay: a bounded binlog range through a separate client, by position and by time."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pymysql
 from canal_core.entry.model import ENTRY_ROWDATA, CanalEntry
 from canal_core.parse.filter import EventFilter
 from canal_core.parse.parser import ParserConfig, SourceConfig
-from pipelines.replay import ReplaySource, binlog_head, replay_entries
+from pipelines.engine.replay import ReplaySource, binlog_head, replay_entries
 
 T = "canal_test.replay_t"
 
@@ -72,7 +72,7 @@ def test_a_replay_the_account_cannot_read_fails_at_once(mariadb_settings) -> Non
     """A wrong password is not waited out for the replay's whole timeout: the replay fails naming it."""
     import pytest
 
-    from pipelines.replay import ReplayError
+    from pipelines.engine.replay import ReplayError
 
     good = _source(mariadb_settings)
     start = binlog_head(good.conn_kwargs())
@@ -93,7 +93,7 @@ def test_a_reconcile_replay_starting_before_the_history_begins_starts_where_it_b
     import pytest
 
     from canal_core.parse.history import SchemaHistory
-    from pipelines.replay import ReplayError
+    from pipelines.engine.replay import ReplayError
 
     with admin_conn.cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS {T}")

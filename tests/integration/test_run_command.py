@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.config import REPO_ROOT, load_config
-from pipelines.lake import Lake
-from pipelines.reconcile import table_columns
+from pipelines.engine.config import REPO_ROOT, load_config
+from pipelines.engine.lake import Lake
+from pipelines.engine.reconcile import table_columns
 from tests.integration.pipeline_driver import mirror_multiset, mirror_rows, source_multiset, source_rows
 from tests.support.net import free_port
 

@@ -1,4 +1,4 @@
-"""The project's instance settings (dagster_home/dagster.yaml: pipelines.launcher.MonitoredRunLauncher, run
+"""The project's instance settings (dagster_home/dagster.yaml: pipelines.defs.launcher.MonitoredRunLauncher, run
 monitoring, the run queue) with real processes: a `dagster api grpc` code server, `dagster-daemon run` (the run
 queue and run monitoring), and a run launched from the CLI that the daemon starts in a worker process of the code
 server.
@@ -29,7 +29,7 @@ import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus
 from dagster._core.launcher import WorkerStatus
 
-from pipelines.launcher import MonitoredRunLauncher, max_runtime_tags, run_worker
+from pipelines.defs.launcher import MonitoredRunLauncher, max_runtime_tags, run_worker
 from tests.integration.dagster_services import (
     BIN,
     REPO_ROOT,

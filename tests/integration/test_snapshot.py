@@ -1,4 +1,4 @@
-"""pipelines.snapshot: a consistent snapshot whose binlog position is known.
+"""pipelines.engine.snapshot: a consistent snapshot whose binlog position is known.
 
 Two independent paths must agree: every MariaDB type read by SELECT in the snapshot, and the same rows
 decoded from the binlog and staged (Canal entries' text -> staged types). Writes made after the snapshot
@@ -17,10 +17,10 @@ import pytest
 
 from canal_core.parse.filter import EventFilter
 from canal_core.parse.parser import ParserConfig, SourceConfig
-from pipelines.replay import ReplaySource, replay_entries
-from pipelines.snapshot import SnapshotError, take_snapshot
-from pipelines.staging import stage_window, window_path
-from pipelines.window import OP_INSERT
+from pipelines.engine.replay import ReplaySource, replay_entries
+from pipelines.engine.snapshot import SnapshotError, take_snapshot
+from pipelines.engine.staging import stage_window, window_path
+from pipelines.engine.window import OP_INSERT
 from tests.integration.test_staging import COLUMNS, MAX_ROW, MIN_ROW, ZERO_ROW, _insert, _master_status, _random_row
 
 pytestmark = pytest.mark.integration
@@ -80,7 +80,7 @@ def test_snapshot_equals_binlog_path_and_splits_at_its_position(mariadb_settings
     # the binlog path for the same rows: replay from before the insert to the snapshot position
     source = ReplaySource(ParserConfig("snap-test", SourceConfig(mariadb_settings.host, mariadb_settings.port,
                                                                   "canal", "canal")), EventFilter(), None)
-    from pipelines.window import Position
+    from pipelines.engine.window import Position
 
     entries = [e for chunk in replay_entries(source, start=Position(*start), end=snap.position,
                                              tables=[f"canal_test.{TABLE}"]) for e in chunk]

@@ -1,5 +1,5 @@
-"""pipelines.lake on a Spark Connect session: a server started by scripts/spark-connect.sh (fails, never skips, when
-it cannot start), the core lake behaviours through it, every expected table state written out by hand and read back
+"""pipelines.engine.lake on a Spark Connect session: a server started by scripts/spark-connect.sh (fails, never skips,
+when it cannot start), the core lake behaviours through it, every expected table state written out by hand and read back
 with plain SELECTs. Staged windows come from test_lake's writer of the staging contract."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_lake import ITEMS, Part, Win, changelog_windows, k, p, remerge_beside_a_window, stage, table_of
 
-from pipelines import lake as L
-from pipelines.reconcile import arrow_fingerprint, dataframe_fingerprint
-from pipelines.types import arrow_type
-from pipelines.window import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnSpec
+from pipelines.engine import lake as L
+from pipelines.engine.reconcile import arrow_fingerprint, dataframe_fingerprint
+from pipelines.engine.types import arrow_type
+from pipelines.engine.window import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnSpec
 from tests.support.net import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -97,7 +97,7 @@ def test_script_is_idempotent_and_a_run_session_leaves_the_server_running(server
     code = textwrap.dedent(f"""
         from pyspark import SparkContext
         from canal_core.sparkenv import is_connect
-        from pipelines.resources import SparkResource
+        from pipelines.defs.resources import SparkResource
         res = SparkResource(remote={url!r}, conf={{"spark.sql.shuffle.partitions": "3"}})
         s = res.session()
         assert is_connect(s) and s.sql("SELECT 41 + 1").first()[0] == 42
@@ -151,8 +151,8 @@ def test_changelog_append_and_idempotent_replay(cspark: Any, tmp_path: Path) -> 
 
 
 def test_delta_skips_a_recorded_txn_version_on_connect(cspark: Any, tmp_path: Path) -> None:
-    """Delta's own idempotency through Connect session confs (not lake.py's pre-check): a write whose txnVersion is
-    not above the recorded one for its appId commits nothing."""
+    """Delta's own idempotency through Connect session confs (not the lake package's pre-check): a write whose
+    txnVersion is not above the recorded one for its appId commits nothing."""
     path = str(tmp_path / "t")
     cspark.sql(f"CREATE TABLE delta.`{path}` (id INT, v STRING) USING delta")
 
@@ -258,7 +258,7 @@ def test_schema_evolution_add_column(cspark: Any, tmp_path: Path) -> None:
 
 
 def test_keyless_mirror_on_connect(cspark: Any, tmp_path: Path) -> None:
-    """A table without a primary key (pipelines.keyless): copies numbered, a re-delivery straddling the watermark
+    """A table without a primary key (pipelines.engine.keyless): copies numbered, a re-delivery straddling the watermark
     counts only the changes above it, the preview equals what the MERGE writes."""
     lake = L.Lake(str(tmp_path / "lake"))
     name, path = "shop.log", lake.mirror_path("shop", "log")

@@ -27,10 +27,10 @@ from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.store.ring import MemoryEventStore
-from pipelines.replay import binlog_head
-from pipelines.staging import IncompleteWindowError, RowImageError, load_window, stage_window, window_path
-from pipelines.types import from_db, text_converter
-from pipelines.window import META_COLUMNS, OP_DELETE, OP_INSERT, OP_UPDATE, order_key
+from pipelines.engine.replay import binlog_head
+from pipelines.engine.staging import IncompleteWindowError, RowImageError, load_window, stage_window, window_path
+from pipelines.engine.types import from_db, text_converter
+from pipelines.engine.window import META_COLUMNS, OP_DELETE, OP_INSERT, OP_UPDATE, order_key
 
 pytestmark = pytest.mark.integration
 

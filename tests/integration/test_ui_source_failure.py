@@ -1,5 +1,5 @@
 """A source that stops is a failure the Dagster UI shows where users look, and it clears by itself: the main job's
-own processes (pipelines/deployment.py: the supervised code server, webserver and daemon; the canal sensor
+own processes (pipelines/cli/deployment.py: the supervised code server, webserver and daemon; the canal sensor
 evaluating every INTERVAL seconds and launching real runs), a private MariaDB of the test's own, and Debian's
 headless Chromium driven by Playwright. Screenshots are kept under .runtime/artifacts/.
 
@@ -29,8 +29,8 @@ from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.scheduler.instigation import TickStatus
 from playwright.sync_api import Page, sync_playwright
 
-from pipelines import deployment
-from pipelines.supervisor import Supervisor
+from pipelines.cli import deployment
+from pipelines.cli.supervisor import Supervisor
 from tests.integration.dagster_services import REPO_ROOT, instance_home
 from tests.integration.extra_mariadb import extra_instance, script
 from tests.integration.test_dagster_ui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS

@@ -1,4 +1,4 @@
-"""pipelines.deployment.check_free: the main job refuses to start over another one's code server socket or a taken
+"""pipelines.cli.deployment.check_free: the main job refuses to start over another one's code server socket or a taken
 UI port (before it resets anything), and clears the socket file a killed code server left."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.deployment import DeploymentError, Layout, check_free
+from pipelines.cli.deployment import DeploymentError, Layout, check_free
 from tests.support.net import free_port
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.lake import MirrorResult
+from pipelines.engine.lake import MirrorResult
 
 
 def test_summary_reads_as_a_sentence() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import REPO_ROOT, PipelineConfigError, load_config, parse_config
+from pipelines.engine.config import REPO_ROOT, PipelineConfigError, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -54,7 +54,7 @@ maintenance: {cron: "30 2 * * 0", vacuum_retention_hours: 24}
     assert cfg.staging_root == tmp_path / "stage" and cfg.state_dir == Path("/var/tmp/canal-state/shop")
     assert cfg.lake_root == "s3a://bucket/lake"  # a URI is left alone
     assert cfg.lake.deletion_vectors is False
-    from pipelines.resources import resources_for
+    from pipelines.defs.resources import resources_for
 
     lake = resources_for(cfg)["lake"].lake()
     assert lake.root == "s3a://bucket/lake" and "delta.enableDeletionVectors" not in lake.mirror_properties()

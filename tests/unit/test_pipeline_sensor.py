@@ -27,12 +27,12 @@ from dagster import (
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, RUN_KEY_TAG
 from dagster._core.utils import make_new_run_id
 
-from pipelines.config import parse_config
-from pipelines.registry import registry_for
-from pipelines.sensor import CanalSensor, DestinationNotProgressing
-from pipelines.sensor_state import SensorState
-from pipelines.source import CanalSource, FetchedWindow, SourceHealth
-from pipelines.window import Position, TableChanges, TablePart, WindowManifest, order_key, window_dir_name
+from pipelines.defs.sensor import CanalSensor, DestinationNotProgressing
+from pipelines.engine.config import parse_config
+from pipelines.engine.registry import registry_for
+from pipelines.engine.sensor_state import SensorState
+from pipelines.engine.source import CanalSource, FetchedWindow, SourceHealth
+from pipelines.engine.window import Position, TableChanges, TablePart, WindowManifest, order_key, window_dir_name
 
 TABLES = ["shop.orders", "shop.customers"]
 DAY_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -1,4 +1,4 @@
-"""pipelines.types: the MySQL -> Arrow -> Spark mapping and the conversion of Canal's text and of PyMySQL
+"""pipelines.engine.types: the MySQL -> Arrow -> Spark mapping and the conversion of Canal's text and of PyMySQL
 values, edge values included (expected values are the documented rule applied by hand)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pipelines.reconcile import _java_hex, row_hash
-from pipelines.types import (
+from pipelines.engine.reconcile import _java_hex, row_hash
+from pipelines.engine.types import (
     TypeMappingError,
     arrow_type,
     convert_texts,

@@ -13,7 +13,7 @@ import yaml
 from dagster import DagsterInstance, job, op
 from dagster._daemon.monitoring import concurrency as slot_monitor
 
-from pipelines.pools import writer_pool
+from pipelines.defs.pools import writer_pool
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POOL = writer_pool("shop")

@@ -1,4 +1,4 @@
-"""pipelines.pools: a lake-writing step runs only while it holds the one slot of its destination's pool, on real
+"""pipelines.defs.pools: a lake-writing step runs only while it holds the one slot of its destination's pool, on real
 (temporary, SQLite) Dagster instances with and without the pool settings."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterEventType, DagsterInstance, OpExecutionContext, job, op
 
-from pipelines.pools import INSTANCE_SETTINGS, UnserializedWriterError, check_writer_slot, writer_pool
+from pipelines.defs.pools import INSTANCE_SETTINGS, UnserializedWriterError, check_writer_slot, writer_pool
 
 POOL = writer_pool("shop")
 

@@ -1,4 +1,4 @@
-"""pipelines.processes on this machine's /proc: a pid names the reported process only while it runs, is not a
+"""pipelines.engine.processes on this machine's /proc: a pid names the reported process only while it runs, is not a
 zombie and started before the report; a session's members include the children a parent left behind."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from pipelines.processes import alive_since, read_stat, session_members, stop_sessions
+from pipelines.engine.processes import alive_since, read_stat, session_members, stop_sessions
 
 
 def _wait(cond: object, timeout: float = 10.0) -> None:

@@ -4,7 +4,7 @@ characters (RE2 refuses an escaped non-ASCII character, so only ASCII punctuatio
 from __future__ import annotations
 
 from canal_core.parse.filter import TableFilter
-from pipelines.replay import _tables_regex
+from pipelines.engine.replay import _tables_regex
 
 
 def test_names_with_punctuation_and_non_ascii_match_themselves_only() -> None:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from pipelines import sensor_state as S
-from pipelines.sensor_state import FailureKind, Phase, SensorState
-from pipelines.status import verdict
+from pipelines.defs.status import verdict
+from pipelines.engine import sensor_state as S
+from pipelines.engine.sensor_cursor import CURSOR_VERSION
+from pipelines.engine.sensor_state import FailureKind, Phase, SensorState
 
 RULES = S.Rules(destination="d", tables=("s.a", "s.b"), max_failures=3, backoff_seconds=10, backoff_max_seconds=60,
                 launch_timeout_seconds=100)
@@ -243,7 +244,7 @@ def test_a_cursor_written_before_the_explicit_phase_is_read() -> None:
                        "backoff_until": 0.0, "stopped": None, "last_error": None}, "adopted": True}
     st = SensorState.from_cursor(json.dumps(v1))
     assert st.phase == Phase.STOPPED and st.window == 7 and st.last_error is not None
-    assert st.last_error.message == "run x: boom" and st.version == S.CURSOR_VERSION
+    assert st.last_error.message == "run x: boom" and st.version == CURSOR_VERSION
     assert SensorState.from_cursor(st.to_json()).to_json() == st.to_json()
     with pytest.raises(ValueError, match="reset the cursor"):
         SensorState.from_cursor(json.dumps({"version": 99}))

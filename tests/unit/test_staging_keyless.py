@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from canal_core.protocol.proto import EntryProtocol_pb2 as pb
-from pipelines.staging import RowImageError, stage_window, window_path
+from pipelines.engine.staging import RowImageError, stage_window, window_path
 
 COLUMNS = [("a", "int(11)"), ("note", "varchar(8)")]
 

@@ -1,4 +1,4 @@
-"""pipelines.staging reads row texts three ways (all rows of an entry from one merged parse, a row from its own
+"""pipelines.engine.staging reads row texts three ways (all rows of an entry from one merged parse, a row from its own
 merged parse, column by column); whichever it takes, the staged window must be the same. Random windows of
 Canal entries, written the way our encoder does (proto3: empty texts and index 0 left out) and the way Canal's
 Java server does (proto2: every set field written), with NULLs, empty texts, key changes, DDL and incomplete
@@ -16,11 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import pipelines.staging as S
+import pipelines.engine.staging as S
 from canal_core.entry.convert import ENTRY_ROWDATA, _entry_bytes, _rows_entry_bytes
 from canal_core.protocol import wire as W
 from canal_core.protocol.proto import EntryProtocol_pb2 as pb
-from pipelines.types import convert_texts
+from pipelines.engine.staging import files as staged_files
+from pipelines.engine.staging import rows as row_texts
+from pipelines.engine.staging import stager as window_stager
+from pipelines.engine.types import convert_texts
 
 # (name, mysqlType, isKey)
 LAYOUT = [("id", "int(11)", True), ("k2", "varchar(8)", True), ("v", "varchar(20)", False), ("b", "blob", False),
@@ -111,7 +114,7 @@ def _staged(entries: list[bytes], root: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         data = f.read_bytes()
-        if f.name == S.MANIFEST:
+        if f.name == staged_files.MANIFEST:
             m = json.loads(data)
             m.pop("created_ms")
             data = json.dumps(m, sort_keys=True).encode()
@@ -144,12 +147,12 @@ def test_merged_and_column_reads_stage_the_same(chunk: int, tmp_path: Path, monk
     for seed in range(chunk * 50, chunk * 50 + 50):
         entries = _window(seed)
         with monkeypatch.context() as m:
-            m.setattr(S, "_texts", counted("merged", S._texts))
-            m.setattr(S, "_column_texts", counted("columns", S._column_texts))
+            m.setattr(row_texts, "_texts", counted("merged", row_texts._texts))
+            m.setattr(row_texts, "_column_texts", counted("columns", row_texts._column_texts))
             fast = _staged(entries, tmp_path / f"fast{seed}")
         with monkeypatch.context() as m:
-            m.setattr(S, "_MergedRowData", _NoMerge)
-            m.setattr(S, "_MergedRowChange", _NoMerge)
+            m.setattr(row_texts, "_MergedRowData", _NoMerge)
+            m.setattr(row_texts, "_MergedRowChange", _NoMerge)
             slow = _staged(entries, tmp_path / f"slow{seed}")
         assert fast == slow, f"seed {seed}"
         raised += ":" in fast
@@ -167,7 +170,7 @@ def test_merged_read_of_java_style_entries(tmp_path: Path) -> None:
     store = W.field_int(1, 3) + W.field_oneof_int(2, pb.INSERT) + W.field_oneof_int(10, 0) + rows
     h = pb.Header(logfileName="mysql-bin.000001", logfileOffset=4, schemaName="s", tableName="t",
                   eventType=pb.INSERT)
-    st = S._Stager("d", 1, "UTC")
+    st = window_stager._Stager("d", 1, "UTC")
     st.add(pb.Entry(header=h, entryType=pb.ROWDATA, storeValue=store).SerializeToString())
     assert st.texts == [b"0", b"a", b"", b"1", b"a", None, b"2", b"a", b"x"]
 
@@ -179,11 +182,11 @@ def test_latin1_bytes_is_convert_texts(seed: int) -> None:
              for _ in range(rnd.randint(0, 40))]
     arr = pa.array(texts, pa.string())
     for sliced in (arr, arr.slice(min(3, len(arr))), arr.slice(0, len(arr) // 2)):
-        got = S._latin1_bytes(sliced)
+        got = row_texts._latin1_bytes(sliced)
         assert got is not None
         want, bad = convert_texts("blob", sliced)
         assert bad == 0 and got.type == want.type and got.to_pylist() == want.to_pylist()
-    assert S._latin1_bytes(pa.array(["ok", "€"], pa.string())) is None  # not ISO-8859-1: convert_texts decides
+    assert row_texts._latin1_bytes(pa.array(["ok", "€"], pa.string())) is None  # not ISO-8859-1: convert_texts decides
 
 
 def test_rows_entry_bytes_is_entry_bytes() -> None:

@@ -1,4 +1,4 @@
-"""pipelines.supervisor with small real processes: restarts with backoff, a dependent service stopped while its
+"""pipelines.cli.supervisor with small real processes: restarts with backoff, a dependent service stopped while its
 dependency is down and started again once it is ready, a clean finish, and a shutdown that leaves nothing
 behind (orphans and processes ignoring SIGTERM included)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.processes import read_stat
-from pipelines.supervisor import Service, Supervisor
+from pipelines.cli.supervisor import Service, Supervisor
+from pipelines.engine.processes import read_stat
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 

@@ -1,0 +1,392 @@
+"""The assets: ``mysql/<schema>/<table>`` (source specs), ``canal/changelog`` and ``mirror/<schema>/<table>``,
+plus a blocking reconciliation check per mirror.
+
+What an asset does depends on the run that materializes it (all return MaterializeResult, no IO manager):
+
+* window mode (``canal_window`` runs from the sensor: resources.canal_window.config.path is set): the
+  changelog appends the staged window; a mirror first replays its snapshot catch-up, if the sensor passed
+  one, then MERGEs the window's parts;
+* snapshot mode (``canal_snapshot`` runs): a mirror is replaced by a consistent snapshot whose binlog
+  position lands in the snapshot registry (the sensor then has the stream catch up from it);
+* backfill mode (the changelog materialized for a partition range without a window, e.g. the UI's
+  partition backfill): those days are replayed from the binlog, that range of the changelog is replaced and
+  the affected mirrors are re-merged (``pipelines.defs.assets.backfill``).
+"""
+
+
+import datetime as dt
+import shutil
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    AssetsDefinition,
+    AssetSpec,
+    BackfillPolicy,
+    BetaWarning,
+    DailyPartitionsDefinition,
+    Failure,
+    FreshnessPolicy,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+
+from ...engine.config import PipelineConfig
+from ...engine.window import Position, WindowManifest, key_text
+from ..pools import check_writer_slot, writer_pool
+from ..resources import CanalWindowResource, LakeResource, SparkResource
+from .keys import CHANGELOG, LAG_CHECK, RECONCILE_CHECK, WINDOW_JOB, mirror_key, source_key, split_table
+from .partitions import first_partition_day
+
+
+@dataclass
+class CdcAssets:
+    sources: list[AssetSpec]
+    changelog: AssetsDefinition
+    mirrors: dict[str, AssetsDefinition]
+    checks: list[Any]
+    partitions: DailyPartitionsDefinition
+
+
+# --- positions and metadata -----------------------------------------------------------------------------------
+
+def pos_text(p: Position) -> str:
+    return f"{p.journal}:{p.offset}"
+
+
+def parse_position(text: str) -> Position:
+    """'mysql-bin.000012:4567' -> Position."""
+    journal, sep, offset = text.rpartition(":")
+    if not sep or not journal or not offset.isdigit():
+        raise ValueError(f"binlog position {text!r}: expected file:offset")
+    return Position(journal, int(offset))
+
+
+def lag_seconds(timestamp_ms: int) -> float:
+    return round(max(0.0, time.time() - timestamp_ms / 1000), 3) if timestamp_ms else 0.0
+
+
+def window_metadata(manifest: WindowManifest) -> dict[str, Any]:
+    return {
+        "window": manifest.window,
+        "attempt": manifest.attempt,
+        "batch_ids": MetadataValue.text(",".join(map(str, manifest.batch_ids))),
+        "binlog_start": pos_text(manifest.start),
+        "binlog_end": pos_text(manifest.end),
+        "gtid": manifest.end.gtid or "",
+        "lag_seconds": lag_seconds(manifest.end.timestamp_ms),
+    }
+
+
+# --- the mirror's three modes ------------------------------------------------------------------------------------
+
+def apply_window_to_table(session: Any, lk: Any, window_dir: Path, manifest: WindowManifest, name: str,
+                          defaults: Any = None) -> Any:
+    """Apply one staged window to one mirror. A RENAME TABLE naming this table is done at its position: every
+    table of the statement is first brought up to it, then the rename (both idempotent, so the other mirror
+    steps of the run find them done)."""
+    from ...engine import lake as L
+
+    tables = {t.name: t for t in L.mirror_tables(manifest)}
+    total = L.MirrorResult()
+    lo: int | None = None
+    for pos, pairs in L.rename_statements(manifest):
+        names = {f"{s}.{t}" for pair in pairs for s, t in pair}
+        if name not in names:
+            continue
+        for other in sorted(names & set(tables)):
+            r = L.apply_mirror(session, lk, window_dir, manifest, tables[other], upto=pos, defaults=defaults)
+            if other == name:
+                total.add(r)
+        L.rename_mirror(session, lk, pairs, pos)
+        lo = pos
+    if name in tables:
+        total.add(L.apply_mirror(session, lk, window_dir, manifest, tables[name], after=lo, defaults=defaults))
+    return total
+
+
+def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, name: str, spark: SparkResource,
+                       lake: LakeResource, window: CanalWindowResource) -> MaterializeResult:
+    """The window's changes of this table, after its snapshot catch-up when the sensor passed one (a run
+    without a window is a catch-up alone, up to ``catch_up_end``)."""
+    from ...engine import lake as L
+    from ...engine.replay import replay_windows
+    from ...engine.staging import load_window
+
+    path = Path(window.path) if window.path else None
+    manifest = load_window(path) if path is not None else None
+    if manifest is not None:
+        end = manifest.start  # the window itself applies from its start on
+    elif window.catch_up_end:
+        end = parse_position(window.catch_up_end)
+    else:
+        raise Failure(description=f"{name}: canal_window config has catch_up but neither path nor catch_up_end")
+    from ...engine.defaults import source_defaults
+
+    session, lk = spark.session(), lake.lake()
+    defaults = source_defaults(config.conn_kwargs)  # for rows that predate an ADD COLUMN (asked only then)
+    total = L.MirrorResult()
+    caught: dict[str, Any] = {}
+    if catch_up := window.catch_up.get(name):
+        start = parse_position(catch_up)
+        rows = 0
+        if start.key <= end.key:
+            # the changes between the snapshot and this point, which earlier windows applied to the changelog
+            # only: replayed for this table through a separate client (overlaps are harmless: applied parts
+            # are skipped by position)
+            root = config.staging_root / config.destination / "catchup" / context.run.run_id / name
+            try:
+                for d, m in replay_windows(config.replay_source(), root=root, destination=config.destination,
+                                           label=0, start=start, end=end, tables=[name]):
+                    total.add(apply_window_to_table(session, lk, d, m, name, defaults))
+                    rows += m.rows
+                    shutil.rmtree(d, ignore_errors=True)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+        caught = {"catch_up_from": catch_up, "catch_up_rows": rows}
+    if manifest is not None and path is not None:
+        total.add(apply_window_to_table(session, lk, path, manifest, name, defaults))
+    at = manifest.end if manifest is not None else end
+    context.log.info(f"{name}: {'window ' + str(manifest.window) if manifest else 'catch-up'}: {total.summary()}")
+    return MaterializeResult(metadata={
+        "rows_inserted": total.inserted, "rows_updated": total.updated, "rows_deleted": total.deleted,
+        "skipped_parts": total.skipped_parts, "delta_version": total.version,
+        "mirror_position": MetadataValue.text("-" if total.position is None else key_text(total.position, at.journal)),
+        "binlog_position": MetadataValue.text(pos_text(at)), "gtid": MetadataValue.text(at.gtid or "-"),
+        "lag_seconds": lag_seconds(at.timestamp_ms),
+        "window": manifest.window if manifest is not None else -1,
+        **({"note": total.reason} if total.reason else {}), **caught,
+    })
+
+
+def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig, name: str,
+                         spark: SparkResource, lake: LakeResource) -> MaterializeResult:
+    from ...engine import lake as L
+    from ...engine.registry import registry_for, snapshot_data_dir
+    from ...engine.snapshot import take_snapshot
+
+    schema, table = split_table(name)
+    out = snapshot_data_dir(config, context.run.run_id) / name
+    taken = dt.datetime.now(dt.UTC)
+    try:
+        snap = take_snapshot(config.conn_kwargs(), schema, table, out)
+        version = L.write_snapshot(spark.session(), lake.lake(), schema, table, snap.path, snap.position_key,
+                                   snapshot_ts=taken, keyless=not any(c.is_key for c in snap.columns))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    # the sensor reads this: the next window run catches the mirror up from this position
+    registry_for(config).record_snapshot(name, pos_text(snap.position), snap.position_key, snap.rows,
+                                         context.run.run_id)
+    return MaterializeResult(metadata={
+        "rows_inserted": snap.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": snap.rows,
+        "binlog_position": MetadataValue.text(pos_text(snap.position)), "delta_version": version,
+        "lag_seconds": round((dt.datetime.now(dt.UTC) - taken).total_seconds(), 3),
+        "unrepresentable": MetadataValue.json(snap.unrepresentable),
+    })
+
+
+# --- reconciliation ----------------------------------------------------------------------------------------------
+
+RECONCILE_MARGIN_MS = 60_000  # replay from this long before the mirror's last change: a transaction boundary
+
+
+def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, version: int) -> Position | int | None:
+    """A binlog start at or before a transaction boundary below the mirror's position ``version``: starting
+    early is harmless (applied parts are skipped, the guard keeps newer rows), starting inside a
+    transaction is not."""
+    from pyspark.sql import functions as F
+
+    from ...engine.registry import registry_for
+
+    snap = registry_for(config).load().get(name)
+    if snap and int(snap["position_key"]) == version + 1:  # still exactly at its snapshot
+        return parse_position(snap["position"])
+    schema, table = split_table(name)
+    row = (session.read.format("delta").load(lk.changelog_path())
+           .where((F.col("schema_name") == schema) & (F.col("table_name") == table) & (F.col("pos") == version))
+           .select(F.min("execute_time").alias("t")).first())
+    if row is None or row["t"] is None:
+        return None
+    return int(row["t"].timestamp() * 1000) - RECONCILE_MARGIN_MS
+
+
+def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig, name: str,
+                     spark: SparkResource, lake: LakeResource) -> AssetCheckResult:
+    """Row count and order-independent checksum of the source (consistent snapshot at position S) against
+    the mirror moved forward to S: the mirror is at its position W <= S, so the binlog up to S is replayed and
+    previewed on top of it (nothing written)."""
+    from ...engine import lake as L
+    from ...engine.reconcile import ReconcileError, dataframe_fingerprint, source_fingerprint, table_columns
+    from ...engine.replay import replay_windows
+
+    schema, table = split_table(name)
+    session, lk = spark.session(), lake.lake()
+
+    def fail(why: str) -> AssetCheckResult:
+        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, description=f"{name}: {why}")
+
+    version = L.mirror_version(session, lk, schema, table)
+    if version is None:
+        return fail("the mirror has no applied change yet")
+    columns = table_columns(config.conn_kwargs(), schema, table)
+    src = source_fingerprint(config.conn_kwargs(), schema, table, columns)
+    if src.position is None:
+        return fail("the source reports no binlog snapshot position")
+    df = session.read.format("delta").load(lk.mirror_path(schema, table))
+    replayed = 0
+    root = config.staging_root / config.destination / "reconcile" / context.run.run_id / name
+    try:
+        if src.position.key > version + 1:
+            start = _replay_start(config, session, lk, name, version)
+            if start is None:
+                return fail(f"no changelog row at the mirror's position {version}: cannot tell where to replay from")
+            windows = list(replay_windows(config.replay_source(), root=root, destination=config.destination,
+                                          label=0, start=start, end=src.position, tables=[name], chunk_rows=10**9,
+                                          from_history_start=True))
+            with_rows = [(d, m, t) for d, m in windows for t in m.tables if t.name == name]
+            if len(with_rows) > 1:  # preview_mirror previews one window on top of the stored mirror
+                return fail(f"the replay up to {pos_text(src.position)} came in {len(with_rows)} windows")
+            for d, m, t in with_rows:
+                df = L.preview_mirror(session, lk, d, m, t)
+            replayed = sum(m.rows for _, m in windows)
+        mine = dataframe_fingerprint(df, columns, label="mirror")
+    except (ReconcileError, L.MirrorDivergedError) as e:  # e.g. a source column the mirror has not seen yet
+        return fail(str(e))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    src.label = "source"
+    diff = src.diff(mine)
+    return AssetCheckResult(
+        passed=not diff, severity=AssetCheckSeverity.ERROR,
+        description=f"{name}: {diff}" if diff else f"{name}: {src.count} rows match at {pos_text(src.position)}",
+        metadata={"source_rows": src.count, "mirror_rows": mine.count, "source_checksum": f"{src.checksum:016x}",
+                  "mirror_checksum": f"{mine.checksum:016x}", "source_position": pos_text(src.position),
+                  "mirror_position": key_text(version, src.position.journal), "replayed_rows": replayed})
+
+
+# --- definitions -------------------------------------------------------------------------------------------------
+
+def _not_a_window_run(name: str) -> Failure:
+    return Failure(
+        description=f"{name} is written by the canal sensor's window runs and by backfills; materializing it without "
+                    "a window or a partition range has nothing to apply. To repair a period, backfill its partitions "
+                    "(or run canal_backfill); to reload a mirror, materialize the mirror.")
+
+
+def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Sequence[AssetSpec],
+                     partitions: DailyPartitionsDefinition) -> AssetsDefinition:
+    @asset(key=CHANGELOG, deps=[s.key for s in sources], partitions_def=partitions, group_name="canal",
+           backfill_policy=BackfillPolicy.single_run(), kinds={"spark", "delta"},
+           pool=writer_pool(config.destination),
+           description="Every row change, appended to Delta once per batch, partitioned by UTC date. A partition "
+                       "backfill replays those days from the binlog and re-merges the affected mirrors.")
+    def changelog(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
+                  canal_window: CanalWindowResource) -> MaterializeResult:
+        check_writer_slot(context)
+        if canal_window.path:
+            from ...engine import lake as L
+            from ...engine.staging import load_window
+
+            manifest = load_window(canal_window.path)
+            written = L.apply_changelog(spark.session(), lake.lake(), Path(canal_window.path), manifest)
+            return MaterializeResult(metadata={"rows": manifest.rows, "rows_written": int(written or 0),
+                                               "tables": len(manifest.tables), **window_metadata(manifest),
+                                               "spark_started_at": spark.started_at})
+        # a range (a backfill), or one day (the UI launches a single partition as a run tagged with it)
+        if context.has_partition_key_range or context.has_partition_key:
+            from .backfill import run_backfill
+
+            tw = context.partition_time_window
+            summary = run_backfill(context, config, tables, spark, lake, start=tw.start, end=tw.end,
+                                   report_mirrors=True)
+            return MaterializeResult(metadata=summary)
+        raise _not_a_window_run("canal/changelog")
+
+    return changelog
+
+
+def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets:
+    sources = [
+        AssetSpec(source_key(t), group_name="mysql", kinds={"mysql"},
+                  description=f"Source table {t} on {config.destination!r} (read from the binlog by Canal).")
+        for t in tables
+    ]
+    partitions = DailyPartitionsDefinition(start_date=first_partition_day(config).isoformat(), timezone="UTC",
+                                           end_offset=1)
+    freshness = FreshnessPolicy.time_window(fail_window=dt.timedelta(seconds=config.freshness.fail_seconds),
+                                            warn_window=dt.timedelta(seconds=config.freshness.warn_seconds))
+
+    with warnings.catch_warnings():  # backfill_policy is "beta"; a single-run backfill is what we want
+        warnings.simplefilter("ignore", BetaWarning)
+        changelog = _changelog_asset(config, tables, sources, partitions)
+
+    def make_mirror(name: str) -> AssetsDefinition:
+        @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
+               freshness_policy=freshness, pool=writer_pool(config.destination),
+               description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
+                           "key in binlog order; an older change never overwrites a newer one. A table without a "
+                           "primary key: every row, duplicates included (copies numbered in _canal_dup). Kept by the "
+                           "canal sensor's window runs; materializing it yourself (Materialize in the UI) reloads it "
+                           "from a consistent snapshot of the source, and the stream then catches it up from the "
+                           "snapshot's binlog position.")
+        def mirror(context: AssetExecutionContext, spark: SparkResource, lake: LakeResource,
+                   canal_window: CanalWindowResource) -> MaterializeResult:
+            check_writer_slot(context)
+            if canal_window.path or canal_window.catch_up:
+                return mirror_from_window(context, config, name, spark, lake, canal_window)
+            if context.job_def.name == WINDOW_JOB:
+                raise Failure(description=f"{name}: a canal_window run without a staged window or a catch-up: "
+                                          "window runs are launched by the canal sensor")
+            # canal_snapshot (initial load), or a materialization from the UI / API: reload from a snapshot
+            return mirror_from_snapshot(context, config, name, spark, lake)
+
+        return mirror
+
+    every = config.sensor.reconcile_interval_seconds
+    cadence = (f"The canal sensor runs it inside its window runs, for each mirror about every {every:.0f} s."
+               if every and config.sensor.reconcile_tables_per_run else "It runs on demand only.")
+
+    def make_check(name: str) -> Any:
+        @asset_check(asset=mirror_key(name), name=RECONCILE_CHECK, blocking=False,
+                     description="Row count and order-independent checksum of the source (consistent snapshot) "
+                                 f"against the mirror moved forward to the same binlog position. {cadence} On a "
+                                 "mismatch, materialize the mirror to reload it from a snapshot.")
+        def reconcile(context: AssetCheckExecutionContext, spark: SparkResource,
+                      lake: LakeResource) -> AssetCheckResult:
+            try:
+                return reconcile_mirror(context, config, name, spark, lake)
+            except Exception as e:  # a check that cannot run is a failed check, never a failed window run
+                context.log.exception(f"reconciling {name} failed")
+                return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN,
+                                        description=f"{name}: could not reconcile ({type(e).__name__}: {e})")
+
+        return reconcile
+
+    def make_lag_check(name: str) -> Any:
+        @asset_check(asset=mirror_key(name), name=LAG_CHECK, blocking=False,
+                     description="Whether the destination reads its source and holds every change up to "
+                                 f"freshness.warn_seconds ({config.freshness.warn_seconds} s) ago: reported by the "
+                                 "canal sensor when its verdict changes (a failure shows within a tick and clears by "
+                                 "itself); executing it shows the sensor's latest verdict.")
+        def lag() -> AssetCheckResult:
+            from ..status import lag_check_result
+
+            ev = lag_check_result(config, name)
+            return AssetCheckResult(passed=ev.passed, severity=ev.severity, description=ev.description,
+                                    metadata=dict(ev.metadata))
+
+        return lag
+
+    mirrors = {t: make_mirror(t) for t in tables}
+    checks = [make_check(t) for t in tables] + [make_lag_check(t) for t in tables]
+    return CdcAssets(sources, changelog, mirrors, checks, partitions)

@@ -1,0 +1,112 @@
+"""Jobs. Every one runs in process: one run process, one SparkSession.
+
+* ``canal_window``: the changelog and the mirrors (the sensor selects the mirrors of the window's tables
+  and passes the staged window in run config).
+* ``canal_snapshot``: initial load of mirrors (the sensor selects the tables waiting for one).
+* ``canal_backfill``: replay a period by time (Launchpad config: start_time, end_time, tables), replace it
+  in the changelog, re-merge the mirrors. Also ``python -m pipelines.cli.launch_backfill``.
+* ``canal_maintenance``: OPTIMIZE + VACUUM of every Delta table (on the maintenance schedule).
+"""
+
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dagster import (
+    AssetSelection,
+    Config,
+    JobDefinition,
+    OpExecutionContext,
+    define_asset_job,
+    in_process_executor,
+    job,
+    op,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from pydantic import Field
+
+from ..engine.config import PipelineConfig
+from .assets.cdc import CdcAssets
+from .assets.keys import BACKFILL_JOB, CHANGELOG, MAINTENANCE_JOB, SNAPSHOT_JOB, WINDOW_JOB, split_table
+from .pools import check_writer_slot, writer_pool
+from .resources import LakeResource, SparkResource
+
+
+class BackfillConfig(Config):
+    start_time: str = Field(description="ISO 8601 date or time, UTC unless an offset is given, e.g. 2026-01-31T12:00")
+    end_time: str = Field(default="", description="exclusive end, same format; empty: up to now")
+    tables: list[str] = Field(default_factory=list, description="schema.table names; empty: every mirrored table")
+
+
+class MaintenanceConfig(Config):
+    vacuum_retention_hours: int = Field(description="VACUUM keeps files needed by versions this recent")
+    optimize: bool = True
+
+
+@dataclass
+class Jobs:
+    window: UnresolvedAssetJobDefinition
+    snapshot: UnresolvedAssetJobDefinition
+    backfill: JobDefinition
+    maintenance: JobDefinition
+
+    def all(self) -> list[Any]:
+        return [self.window, self.snapshot, self.backfill, self.maintenance]
+
+
+def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) -> Jobs:
+    mirrors = AssetSelection.assets(*cdc.mirrors.values())
+    window = define_asset_job(
+        WINDOW_JOB, selection=AssetSelection.assets(CHANGELOG) | mirrors, executor_def=in_process_executor,
+        description="Applies one staged binlog window to the changelog and the mirrors (launched by the sensor).")
+    snapshot = define_asset_job(
+        SNAPSHOT_JOB, selection=mirrors.without_checks(), executor_def=in_process_executor,
+        description="Initial load of mirrors from a consistent snapshot with a known binlog position.")
+
+    pool = writer_pool(settings.destination)
+
+    @op(name="backfill_period", pool=pool, description="Replay the period from the binlog, replace it in the "
+        "changelog, re-merge the mirrors (one writer at a time per destination: pool canal/<destination>).")
+    def backfill_period(context: OpExecutionContext, config: BackfillConfig, spark: SparkResource,
+                        lake: LakeResource) -> None:
+        from .assets.backfill import backfill_op_body
+
+        check_writer_slot(context)
+        summary = backfill_op_body(context, settings, tables, spark, lake, config.start_time, config.end_time,
+                                   config.tables)
+        context.add_output_metadata(summary)
+        context.log.info(f"backfill done: {summary['rows_replayed']} row changes replayed, "
+                         f"{summary['rows_replaced']} changelog rows replaced up to "
+                         f"{summary['changelog_applied_end']}")
+
+    @job(name=BACKFILL_JOB, executor_def=in_process_executor,
+         description="Backfill by time (Launchpad: start_time, optional end_time, tables) through a separate "
+                     "binlog client; the live cursor is untouched.")
+    def backfill() -> None:
+        backfill_period()
+
+    @op(name="optimize_and_vacuum", pool=pool)
+    def optimize_and_vacuum(context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource,
+                            lake: LakeResource) -> None:
+        from ..engine import lake as L
+
+        check_writer_slot(context)
+        session, lk = spark.session(), lake.lake()
+        paths = [str(lk.changelog_path())] + [str(lk.mirror_path(*split_table(t))) for t in tables]
+        for path in paths:
+            if not L.is_delta_table(session, path):
+                continue
+            optimized = L.optimize(session, path) if config.optimize else {}
+            vacuumed = L.vacuum(session, path, config.vacuum_retention_hours)
+            context.log.info(f"{path}: OPTIMIZE {optimized}; VACUUM {vacuumed}")
+
+    @job(name=MAINTENANCE_JOB, executor_def=in_process_executor,
+         config={"ops": {"optimize_and_vacuum": {"config": {
+             "vacuum_retention_hours": settings.maintenance.vacuum_retention_hours,
+             "optimize": settings.maintenance.optimize}}}},
+         description="Delta maintenance: OPTIMIZE (compaction) and VACUUM with the configured retention.")
+    def maintenance() -> None:
+        optimize_and_vacuum()
+
+    return Jobs(window, snapshot, backfill, maintenance)

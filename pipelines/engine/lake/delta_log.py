@@ -1,0 +1,172 @@
+"""A Delta table's state (version, txn versions, properties) as its log records it: through py4j on a classic
+session, replayed from the log files through Spark on a Spark Connect session."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from canal_core.sparkenv import is_connect
+
+from .layout import Lake, LakeError, mirror_app_id
+from .results import TableState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+
+def _delta_log(spark: SparkSession, path: str) -> Any:
+    """The Delta snapshot of ``path`` (fresh; version -1 when there is no table), through py4j (classic only)."""
+    jvm = spark._jvm
+    if jvm is None:  # only a classic session has a py4j gateway; table_state takes the log path on Connect
+        raise LakeError(f"{path}: no py4j gateway on this Spark session to read the Delta log with")
+    pair = jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, path)
+    return pair._2()
+
+
+# Error conditions of DESCRIBE HISTORY that mean "no Delta table at this path" (anything else is raised)
+_NO_TABLE = ("DELTA_TABLE_ONLY_OPERATION", "DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND")
+# the two actions a table state needs, as both a checkpoint (Parquet) and a commit line (JSON) hold them
+_ACTIONS = "txn STRUCT<appId: STRING, version: BIGINT>, metaData STRUCT<configuration: MAP<STRING, STRING>>"
+
+
+def _condition(exc: Exception) -> str:
+    get = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        return str(get() or "") if get else ""
+    except Exception:  # pragma: no cover - an exception type without the method's backing fields
+        return ""
+
+
+def _log_version(spark: SparkSession, path: str) -> int:
+    """The table's latest version as Delta resolves it (listing the log), -1 when there is no Delta table."""
+    try:
+        row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
+    except Exception as exc:
+        if _condition(exc) in _NO_TABLE:
+            return -1
+        raise
+    return -1 if row is None else int(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class _LogSnapshot:
+    version: int
+    txns: dict[str, int]
+    properties: dict[str, str]
+
+
+def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
+    """The table state at its latest version, replayed from the Delta log through Spark (no py4j: works on Spark
+    Connect). Exact: the checkpoint named by ``_last_checkpoint`` plus every commit after it up to the version
+    Delta reports; a missing file is an error, never a guess. None when there is no table.
+
+    ``_last_checkpoint`` is read before the version so that its checkpoint is at or below that version (a
+    checkpoint is written after its commit). Only the txn and metaData actions are read (Parquet column pruning;
+    the commits' JSON parsed by Spark), the newest of each wins."""
+    from pyspark.sql import functions as F
+
+    log_dir = f"{path}/_delta_log"
+    try:
+        text = [r[0] for r in spark.read.text(f"{log_dir}/_last_checkpoint").collect()]
+        hint: dict[str, Any] | None = json.loads("".join(text)) if text else None
+    except Exception as exc:
+        if _condition(exc) not in _NO_TABLE:
+            raise
+        hint = None   # no checkpoint yet: replay from commit 0
+    version = _log_version(spark, path)
+    if version < 0:
+        return None
+    frames = []
+    first = 0
+    if hint is not None and int(hint["version"]) <= version:
+        cp = int(hint["version"])
+        first = cp + 1
+        if hint.get("v2Checkpoint"):   # a v2 checkpoint: its top file holds every non-file action
+            files = [f"{log_dir}/{hint['v2Checkpoint']['path']}"]
+        elif hint.get("parts"):
+            n = int(hint["parts"])
+            files = [f"{log_dir}/{cp:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)]
+        else:
+            files = [f"{log_dir}/{cp:020d}.checkpoint.parquet"]
+        if files[0].endswith(".json"):
+            df = spark.read.text(files).select(F.from_json("value", _ACTIONS).alias("a")).select("a.*")
+        else:
+            df = spark.read.schema(_ACTIONS).parquet(*files)
+        frames.append(df.select(F.lit(cp).cast("bigint").alias("v"), "txn", "metaData"))
+    if first <= version:
+        commits = [f"{log_dir}/{v:020d}.json" for v in range(first, version + 1)]
+        df = spark.read.text(commits).select(
+            F.regexp_extract("_metadata.file_name", r"^(\d+)\.json$", 1).cast("bigint").alias("v"),
+            F.from_json("value", _ACTIONS).alias("a"))
+        frames.append(df.select("v", "a.txn", "a.metaData"))
+    both = frames[0]
+    for f in frames[1:]:
+        both = both.unionByName(f)
+    try:
+        rows = both.where("txn IS NOT NULL OR metaData IS NOT NULL").collect()
+    except Exception as exc:
+        raise LakeError(f"{path}: cannot replay the Delta log up to version {version} ({_condition(exc) or 'error'}: "
+                        f"{str(exc).splitlines()[0][:300]})") from exc
+    txns: dict[str, tuple[int, int]] = {}
+    meta: tuple[int, dict[str, str]] | None = None
+    for r in rows:
+        if r["txn"] is not None and r["txn"]["appId"] is not None:
+            app, ver = r["txn"]["appId"], int(r["txn"]["version"])
+            if app not in txns or r["v"] >= txns[app][0]:
+                txns[app] = (int(r["v"]), ver)
+        if r["metaData"] is not None and (meta is None or r["v"] >= meta[0]):
+            meta = (int(r["v"]), dict(r["metaData"]["configuration"] or {}))
+    if meta is None:
+        raise LakeError(f"{path}: the Delta log up to version {version} has no metaData action")
+    return _LogSnapshot(version, {a: v for a, (_, v) in txns.items()}, meta[1])
+
+
+def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
+    """Existence, Delta version, the txn version of ``app_id`` and the table properties, from one snapshot."""
+    if is_connect(spark):
+        ls = _log_snapshot(spark, path)
+        if ls is None:
+            return TableState(False, -1, None, {})
+        return TableState(True, ls.version, ls.txns.get(app_id), ls.properties)
+    snap = _delta_log(spark, path)
+    version = int(snap.version())
+    if version < 0:
+        return TableState(False, -1, None, {})
+    opt = snap.transactions().get(app_id)
+    position = int(opt.get()) if opt.isDefined() else None
+    conf = snap.metadata().configuration()
+    it = conf.iterator()
+    props: dict[str, str] = {}
+    while it.hasNext():
+        kv = it.next()
+        props[str(kv._1())] = str(kv._2())
+    return TableState(True, version, position, props)
+
+
+def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | None:
+    """The latest Delta txn version recorded for ``app_id`` in the table at ``path`` (None: no table or none).
+
+    Reads the table's snapshot (checkpoint + log): on a classic session through Delta's own DeltaLog (py4j), on
+    Spark Connect by replaying the log through Spark; either works for any path Spark can read, object stores
+    included."""
+    if is_connect(spark):
+        return table_state(spark, path, app_id).position
+    snap = _delta_log(spark, path)
+    if int(snap.version()) < 0:
+        return None
+    opt = snap.transactions().get(app_id)
+    return int(opt.get()) if opt.isDefined() else None
+
+
+def is_delta_table(spark: SparkSession, path: str) -> bool:
+    """A Delta table exists at ``path`` (a version was committed)."""
+    if is_connect(spark):
+        return _log_version(spark, path) >= 0
+    return int(_delta_log(spark, path).version()) >= 0
+
+
+def mirror_version(spark: SparkSession, lake: Lake, schema: str, table: str) -> int | None:
+    """The mirror's watermark: every change of schema.table with order key <= it is applied."""
+    return read_table_version(spark, lake.mirror_path(schema, table), mirror_app_id(schema, table))
