@@ -289,7 +289,7 @@ def _jvm_output_to(log: Path) -> Iterator[None]:
 
 
 def _headless(cfg: PipelineConfig, args: argparse.Namespace, sup: Supervisor, layout: deployment.Layout) -> int:
-    from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
+    from pipelines.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
     from . import demo
 

@@ -242,11 +242,11 @@ def is_connect(spark: Any) -> bool:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m canal_core.sparkenv connect-argv --port N [--conf K=V ...]``: the Connect server's command line,
+    """``python -m pipelines.sparkenv connect-argv --port N [--conf K=V ...]``: the Connect server's command line,
     one argument per line (for scripts/spark-connect.sh)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m canal_core.sparkenv")
+    ap = argparse.ArgumentParser(prog="python -m pipelines.sparkenv")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("connect-argv", help="print the Spark Connect server's spark-submit command line")
     c.add_argument("--port", type=int, required=True)
