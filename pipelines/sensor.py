@@ -36,11 +36,11 @@ from dagster import (
     SensorResult,
     sensor,
 )
-from dagster._core.storage.tags import RUN_KEY_TAG
 
 from . import sensor_state as S
 from .assets.keys import CHANGELOG, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
 from .config import PipelineConfig
+from .dagster_compat import RUN_KEY_TAG, user_error
 from .launcher import max_runtime_tags
 from .registry import registry_for, snapshot_data_dir, window_dir
 from .source import CanalSource, FetchedWindow, SourceUnavailable
@@ -82,9 +82,7 @@ def run_error(instance: DagsterInstance, run: DagsterRun) -> str:
             if ev is None or ev.event_type != want:
                 continue
             if want is DagsterEventType.STEP_FAILURE and ev.step_failure_data and ev.step_failure_data.error:
-                err = ev.step_failure_data.error
-                while err.cause is not None and "dagster._core.errors" in "".join(err.stack[:1]):
-                    err = err.cause
+                err = user_error(ev.step_failure_data.error)
                 return f"{ev.step_key}: {_one_line(err.message)}"
             if ev.message:
                 return _one_line(ev.message)
