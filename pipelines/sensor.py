@@ -44,7 +44,7 @@ from .dagster_compat import RUN_KEY_TAG, user_error
 from .launcher import max_runtime_tags
 from .registry import registry_for, snapshot_data_dir, window_dir
 from .source import CanalSource, FetchedWindow, SourceUnavailable
-from .window import WindowManifest
+from .window import WindowManifest, format_position
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +133,6 @@ def _latest(instance: DagsterInstance, destination: str, kind: str) -> S.LatestR
 
 # --- staged windows as the machine sees them ------------------------------------------------------------------
 
-def _pos_text(p: Any) -> str:
-    return f"{p.journal}:{p.offset}"
-
-
 def _partition_range(config: PipelineConfig, window_path: Path, manifest: WindowManifest) -> tuple[str, str]:
     """The UTC dates of the window's row changes (changelog.parquet's event_date), within the partitions."""
     from .assets.partitions import first_partition_day
@@ -169,8 +165,8 @@ def staged_view(config: PipelineConfig, purpose: str, path: Path, manifest: Wind
     partitions = _partition_range(config, path, manifest) if manifest.rows else None
     return S.Staged(
         purpose=purpose, window=manifest.window, attempt=manifest.attempt, path=str(path), batch_ids=tuple(batch_ids),
-        epoch=epoch, rows=manifest.rows, entries=manifest.entries, start=_pos_text(manifest.start),
-        end=_pos_text(manifest.end), end_key=manifest.end.key, end_ms=manifest.end.timestamp_ms,
+        epoch=epoch, rows=manifest.rows, entries=manifest.entries, start=format_position(manifest.start),
+        end=format_position(manifest.end), end_key=manifest.end.key, end_ms=manifest.end.timestamp_ms,
         gtid=(manifest.end.gtid or "")[:_MAX_TAG], tables=tuple(t.name for t in manifest.tables),
         ddl_tables=tuple(dict.fromkeys(ddl)), partitions=partitions)
 
