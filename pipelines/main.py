@@ -154,7 +154,7 @@ def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[st
     from .snapshot import table_columns
 
     lake = Lake(cfg.lake_root)
-    out = []
+    out: list[tuple[str, int, int | None, bool]] = []
     conn = _source_conn(cfg)
     try:
         for name in tables:

@@ -163,7 +163,10 @@ DELTA_SCAN_NOISE = "org.apache.spark.sql.delta.DeltaParquetFileFormat"
 def quiet_delta_scan_noise(spark: SparkSession) -> None:
     """Raise DELTA_SCAN_NOISE's log level to FATAL in this classic session's JVM (scripts/spark-connect.sh does
     the same for the Spark Connect server in its log4j2.properties)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    if jvm is None:
+        raise TypeError("quiet_delta_scan_noise: a Spark Connect session has no JVM in this process "
+                        "(scripts/spark-connect.sh quiets the server's log instead)")
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         DELTA_SCAN_NOISE, jvm.org.apache.logging.log4j.Level.FATAL)
 
