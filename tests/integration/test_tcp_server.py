@@ -37,6 +37,7 @@ from canal_core.server.auth import scramble, stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.tcp import CanalTcpServer
+from tests.integration.binlog_end import binlog_end
 
 pytestmark = pytest.mark.integration
 
@@ -50,11 +51,8 @@ COLUMNS = ("id", "name", "amount", "created", "note")
 # ---- MariaDB side ----------------------------------------------------------------------------------
 
 
-def _master_status(admin_conn: Any) -> tuple[str, int]:
-    with admin_conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        row = cur.fetchone()
-    return row[0], int(row[1])
+def _master_status(settings: Any) -> tuple[str, int]:
+    return binlog_end(settings.repl_kwargs())
 
 
 @pytest.fixture
@@ -200,7 +198,7 @@ class Served:
 
 @pytest.fixture
 def served(mariadb_settings: Any, admin_conn: Any, tables: Any, tmp_path: Path) -> Iterator[Served]:
-    conf = _conf(tmp_path, mariadb_settings.port, _master_status(admin_conn))
+    conf = _conf(tmp_path, mariadb_settings.port, _master_status(mariadb_settings))
     ctl = CanalController(conf)
     ctl.start()
     hooks = Recorder()
@@ -726,7 +724,7 @@ def _controller_conf(tmp: Path, mysql_port: int, start: tuple[str, int], port: i
 
 
 def test_controller_serves_canal_port(mariadb_settings: Any, admin_conn: Any, tables: Any, tmp_path: Path) -> None:
-    start = _master_status(admin_conn)
+    start = _master_status(mariadb_settings)
     port = _free_port()
     conf = _controller_conf(tmp_path / "ok", mariadb_settings.port, start, port, stored_hash(PASSWORD))
     ctl = CanalController(conf, tcp=True)
@@ -764,7 +762,7 @@ def test_cli_start_fails_on_a_busy_port(mariadb_settings: Any, admin_conn: Any, 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        conf = _controller_conf(tmp_path, mariadb_settings.port, _master_status(admin_conn), port,
+        conf = _controller_conf(tmp_path, mariadb_settings.port, _master_status(mariadb_settings), port,
                                 stored_hash(PASSWORD))
         run = tmp_path / "logs"
         cli = Path(sys.executable).parent / "canal-server"
