@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +130,8 @@ def test_canal_binlog_decodes_a_file(engine_venv: Path, tmp_path: Path) -> None:
     assert "base64:" + base64.b64encode(b"abcde").decode() in [v for row in rows[0]["rows"] for v in row.values()]
 
 
-# Connects, then inserts a row a second until one arrives: the row the server delivers is one this probe wrote
-# after the destination started (whenever its parser located the binlog end), and it acks that batch.
+# Connects, creates the table, then inserts a row a second until one arrives: the row the server delivers is one
+# this probe wrote after the destination started (whenever its parser located the binlog end); it acks that batch.
 PROBE_CLIENT = """
 import json, sys, time
 import pymysql
@@ -144,6 +143,7 @@ conn = SimpleConnector(("127.0.0.1", port), "example", user, password)
 conn.connect()
 conn.subscribe("")
 db = pymysql.connect(**admin)
+db.cursor().execute(f"CREATE OR REPLACE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
 written, got, deadline = [], [], time.monotonic() + 60
 while not got and time.monotonic() < deadline:
     with db.cursor() as cur:
@@ -156,22 +156,12 @@ while not got and time.monotonic() < deadline:
             got += [int(c.value) for rd in rc.rowDatas for c in rd.afterColumns if c.name == "id"]
     conn.ack(msg.batch_id)
 conn.disconnect()
+db.cursor().execute(f"DROP TABLE {table}")
 print(json.dumps({"written": written, "got": got}))
 """
 
 
-@pytest.fixture
-def table(admin_conn: Any) -> Iterator[str]:
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        cur.execute(f"CREATE TABLE {TABLE} (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
-    yield TABLE
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
-
-
-def test_canal_server_serves_a_connector(engine_venv: Path, mariadb_settings: Any, table: str,
-                                         tmp_path: Path) -> None:
+def test_canal_server_serves_a_connector(engine_venv: Path, mariadb_settings: Any, tmp_path: Path) -> None:
     conf = write_conf(tmp_path, mariadb_settings.port,
                       {"example": "canal.instance.filter.regex = canal_test\\\\.engine_install_t\n"})
     run = tmp_path / "run"
@@ -186,7 +176,7 @@ def test_canal_server_serves_a_connector(engine_venv: Path, mariadb_settings: An
         port = next(int(line.split("=")[1]) for line in (conf / "canal.properties").read_text().splitlines()
                     if line.startswith("canal.port ="))
         got = _script(engine_venv, tmp_path, PROBE_CLIENT, str(port), USER, PASSWORD,
-                      json.dumps(mariadb_settings.admin_kwargs()), table)
+                      json.dumps(mariadb_settings.admin_kwargs()), TABLE)
         assert got["got"] and set(got["got"]) <= set(got["written"]), got
     finally:
         server.terminate()
@@ -210,6 +200,7 @@ server.start(CanalInstance.from_config(canal, canal.instance("example")))
 client = ClientIdentity("example", 1001, "")
 server.subscribe(client)
 db = pymysql.connect(**admin)
+db.cursor().execute(f"CREATE OR REPLACE TABLE {table} (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
 written, got, deadline = [], [], time.monotonic() + 60
 try:
     while not got and time.monotonic() < deadline:
@@ -226,14 +217,15 @@ try:
             server.ack(client, msg.batch_id)
 finally:
     server.stop_all()
+    db.cursor().execute(f"DROP TABLE {table}")
 print(json.dumps({"written": written, "got": got}))
 """
 
 
-def test_embedded_server_hands_a_change_to_its_client(engine_venv: Path, mariadb_settings: Any, table: str,
+def test_embedded_server_hands_a_change_to_its_client(engine_venv: Path, mariadb_settings: Any,
                                                       tmp_path: Path) -> None:
     conf = write_conf(tmp_path, mariadb_settings.port,
                       {"example": "canal.instance.filter.regex = canal_test\\\\.engine_install_t\n"})
     got = _script(engine_venv, tmp_path, PROBE_EMBEDDED, str(conf), json.dumps(mariadb_settings.admin_kwargs()),
-                  table)
+                  TABLE)
     assert got["got"] and set(got["got"]) <= set(got["written"]), got
