@@ -157,7 +157,7 @@ def main() -> None:
 
         L.MERGE_SOURCE_MATERIALIZE = args.materialize
 
-    from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
+    from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
     spark = spark_session_builder("bench-lake-merge", "local[2]").getOrCreate()
     quiet_delta_scan_noise(spark)

@@ -574,7 +574,7 @@ def main() -> int:
             stop_connect(cenv)   # also completes its event log, read for the warm-up column
             cenv = None
             DG.fill_first_queries(raw["windows"], tmp / "spark-events")
-        from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
+        from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
         spark = spark_session_builder("bench-pipeline", "local[2]", spark_conf(args)).getOrCreate()
         quiet_delta_scan_noise(spark)

@@ -57,7 +57,7 @@ def reload(job: dict[str, Any], due: float, spark: Any = None) -> Cycle:
     read_end = time.time()
     own = spark is None
     if own:
-        from canal_core.sparkenv import spark_session_builder
+        from pipelines.engine.sparkenv import spark_session_builder
 
         spark = spark_session_builder("bench-pipeline-peer", "local[2]", job["spark_conf"]).getOrCreate()
     ready = time.time()

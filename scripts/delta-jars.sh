@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Resolve the Delta Lake jars for pyspark 4.2 / Scala 2.13 once from Maven Central into a cache that
-# Spark then loads offline (canal_core/sparkenv.py; never spark.jars.packages / Ivy at run time).
+# Spark then loads offline (pipelines/engine/sparkenv.py; never spark.jars.packages / Ivy at run time).
 #
 #   scripts/delta-jars.sh            # idempotent; instant and offline once the cache is complete
 #   scripts/delta-jars.sh --print    # just print the cache directory

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-stop, idempotent setup (run as root from anywhere; fast when nothing changed):
 #   1. system packages (MariaDB server/client, Maven, JDK 17, ZooKeeper, python3-venv) when missing
-#   2. .venv with `pip install -e '.[dev]'` (only when new or pyproject.toml changed)
+#   2. .venv with `pip install -e '.[dev,pipeline]'` (only when new or pyproject.toml changed)
 #   3. the private MariaDB `primary` (scripts/mariadb.sh start)
 #   4. the private ZooKeeper `main` (scripts/zookeeper.sh start)
 #   5. the Delta Lake jar cache for offline Spark (scripts/delta-jars.sh)
@@ -55,8 +55,8 @@ if [[ ! -x .venv/bin/python ]]; then
     rm -f "$STAMP"
 fi
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
-    log "pip install -e '.[dev]'"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    log "pip install -e '.[dev,pipeline]'"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,pipeline]'
     echo "$want" >"$STAMP"
 fi
 

@@ -8,7 +8,7 @@
 #
 # The server is pyspark's own spark-submit running org.apache.spark.sql.connect.service.SparkConnectServer
 # (pyspark ships the spark-connect jar) with the Delta jars from the offline cache and the settings of
-# canal_core/sparkenv.py (local[2], shuffle partitions 2, 127.0.0.1 only, CANAL_SPARK_DRIVER_MEMORY);
+# pipelines/engine/sparkenv.py (local[2], shuffle partitions 2, 127.0.0.1 only, CANAL_SPARK_DRIVER_MEMORY);
 # `--conf` adds server-level settings (read at start only, e.g. spark.eventLog.*). Point the pipeline at it
 # with `spark.remote: <url>` in conf/pipeline.yaml.
 #
@@ -98,7 +98,7 @@ log_tail() {
 # Spark's default logging, less two false alarms: every read of a file that may be absent (a table's
 # _delta_log/_last_checkpoint, read by pipelines/engine/lake/delta_log.py on Connect) logs a stack trace from
 # FileStreamSink, and every scan of a mirror (column mapping + deletion vectors) an ERROR from DeltaParquetFileFormat
-# (canal_core/sparkenv.py DELTA_SCAN_NOISE says why).
+# (pipelines/engine/sparkenv.py DELTA_SCAN_NOISE says why).
 write_log_conf() {
     cat >"$DIR/log4j2.properties" <<'EOF'
 rootLogger.level = info
@@ -140,7 +140,7 @@ do_start() {
                 *) usage ;;
             esac
         done
-        mapfile -t argv < <("$PY" -m canal_core.sparkenv connect-argv --port "$port" "${extra[@]}") \
+        mapfile -t argv < <("$PY" -m pipelines.engine.sparkenv connect-argv --port "$port" "${extra[@]}") \
             || { log "could not build the server's command line"; exit 1; }
         [[ ${#argv[@]} -gt 0 && -x "${argv[0]}" ]] || { log "could not build the server's command line"; exit 1; }
         printf '%s\n' "$port" >"$PORTFILE"
@@ -176,7 +176,7 @@ do_start() {
     done
     if [[ -n "$fresh" && "${CANAL_SPARK_CONNECT_WARMUP:-1}" != "0" ]]; then
         local took
-        took="$("$PY" -m canal_core.sparkenv connect-warm-up --url "sc://127.0.0.1:$port" --scratch "$DIR/warm-up" \
+        took="$("$PY" -m pipelines.engine.sparkenv connect-warm-up --url "sc://127.0.0.1:$port" --scratch "$DIR/warm-up" \
                 2>>"$LOG")" || { log "warm-up failed (see $LOG)"; exit 1; }
         log "warmed up in ${took}s"
     fi

@@ -187,7 +187,7 @@ def zk_chroot(zookeeper: str, request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local Spark session with Delta, started offline from the jar cache, shared by the run."""
-    from canal_core.sparkenv import spark_session_builder
+    from pipelines.engine.sparkenv import spark_session_builder
 
     session = spark_session_builder("canal-core-tests").getOrCreate()
     try:

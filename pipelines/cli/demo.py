@@ -121,8 +121,7 @@ class Workload:
 
     def _ids(self, table: str) -> tuple[int, int] | None:
         with self.conn.cursor() as cur:
-            cur.execute(f"SELECT MIN(id), MAX(id) FROM {SCHEMA}.{table}")
-            lo, hi = cur.fetchone()
+            lo, hi = _aggregate(cur, f"SELECT MIN(id), MAX(id) FROM {SCHEMA}.{table}")
         return None if lo is None else (int(lo), int(hi))
 
     def _tx(self, statements: list[tuple[str, Any]]) -> None:
@@ -210,12 +209,20 @@ class Workload:
                        (r.randint(*ids), *row))])
 
 
+def _aggregate(cur: Any, sql: str) -> tuple[Any, ...]:
+    """The one row an aggregate query returns."""
+    cur.execute(sql)
+    row = cur.fetchone()
+    if row is None:
+        raise RuntimeError(f"{sql}: no row from an aggregate query")
+    return tuple(row)
+
+
 def counts(conn: pymysql.connections.Connection) -> dict[str, int]:
     out = {}
     with conn.cursor() as cur:
         for t in TABLES:
-            cur.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t}")
-            out[f"{SCHEMA}.{t}"] = int(cur.fetchone()[0])
+            out[f"{SCHEMA}.{t}"] = int(_aggregate(cur, f"SELECT COUNT(*) FROM {SCHEMA}.{t}")[0])
     return out
 
 

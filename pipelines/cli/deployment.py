@@ -76,14 +76,9 @@ def write_workspace(layout: Layout) -> Path:
 
 
 def code_server_serving(socket: Path) -> bool:
-    from dagster._core.errors import DagsterUserCodeUnreachableError
-    from dagster._grpc.client import DagsterGrpcClient
+    from ..defs.dagster_compat import code_server_answers
 
-    try:
-        DagsterGrpcClient(socket=str(socket)).get_server_id(timeout=3)
-        return True
-    except DagsterUserCodeUnreachableError:
-        return False
+    return code_server_answers(str(socket))
 
 
 def webserver_serving(port: int) -> bool:

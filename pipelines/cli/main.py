@@ -154,7 +154,7 @@ def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[st
     from ..engine.snapshot import table_columns
 
     lake = Lake(cfg.lake_root)
-    out = []
+    out: list[tuple[str, int, int | None, bool]] = []
     conn = _source_conn(cfg)
     try:
         for name in tables:
@@ -289,7 +289,7 @@ def _jvm_output_to(log: Path) -> Iterator[None]:
 
 
 def _headless(cfg: PipelineConfig, args: argparse.Namespace, sup: Supervisor, layout: deployment.Layout) -> int:
-    from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
+    from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
     from . import demo
 

@@ -23,12 +23,12 @@ from dagster import (
     job,
     op,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from pydantic import Field
 
 from ..engine.config import PipelineConfig
 from .assets.cdc import CdcAssets
 from .assets.keys import BACKFILL_JOB, CHANGELOG, MAINTENANCE_JOB, SNAPSHOT_JOB, WINDOW_JOB, split_table
+from .dagster_compat import UnresolvedAssetJobDefinition
 from .pools import check_writer_slot, writer_pool
 from .resources import LakeResource, SparkResource
 

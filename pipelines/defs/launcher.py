@@ -27,11 +27,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dagster import DagsterEventType, DagsterRun
-from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
-from dagster._core.storage.tags import GRPC_INFO_TAG, MAX_RUNTIME_SECONDS_TAG
+from dagster import MAX_RUNTIME_SECONDS_TAG, DagsterEventType, DagsterRun, DefaultRunLauncher
 
 from ..engine.processes import alive_since, signal_all
+from .dagster_compat import GRPC_INFO_TAG, CheckRunHealthResult, WorkerStatus
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ class SparkResource(ConfigurableResource):
             else:
                 from pyspark import SparkContext
 
-                from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
+                from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
                 # a session the process already has (a test's, an in-process run's host) is used and left running
                 self._owned = SparkContext._active_spark_context is None

@@ -36,14 +36,14 @@ from dagster import (
     SensorResult,
     sensor,
 )
-from dagster._core.storage.tags import RUN_KEY_TAG
 
 from ..engine import sensor_state as S
 from ..engine.config import PipelineConfig
 from ..engine.registry import registry_for, snapshot_data_dir, window_dir
 from ..engine.source import CanalSource, FetchedWindow, SourceUnavailable
-from ..engine.window import WindowManifest
+from ..engine.window import WindowManifest, format_position
 from .assets.keys import CHANGELOG, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
+from .dagster_compat import RUN_KEY_TAG, user_error
 from .launcher import max_runtime_tags
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,7 @@ def run_error(instance: DagsterInstance, run: DagsterRun) -> str:
             if ev is None or ev.event_type != want:
                 continue
             if want is DagsterEventType.STEP_FAILURE and ev.step_failure_data and ev.step_failure_data.error:
-                err = ev.step_failure_data.error
-                while err.cause is not None and "dagster._core.errors" in "".join(err.stack[:1]):
-                    err = err.cause
+                err = user_error(ev.step_failure_data.error)
                 return f"{ev.step_key}: {_one_line(err.message)}"
             if ev.message:
                 return _one_line(ev.message)
@@ -135,10 +133,6 @@ def _latest(instance: DagsterInstance, destination: str, kind: str) -> S.LatestR
 
 # --- staged windows as the machine sees them ------------------------------------------------------------------
 
-def _pos_text(p: Any) -> str:
-    return f"{p.journal}:{p.offset}"
-
-
 def _partition_range(config: PipelineConfig, window_path: Path, manifest: WindowManifest) -> tuple[str, str]:
     """The UTC dates of the window's row changes (changelog.parquet's event_date), within the partitions."""
     from .assets.partitions import first_partition_day
@@ -171,8 +165,8 @@ def staged_view(config: PipelineConfig, purpose: str, path: Path, manifest: Wind
     partitions = _partition_range(config, path, manifest) if manifest.rows else None
     return S.Staged(
         purpose=purpose, window=manifest.window, attempt=manifest.attempt, path=str(path), batch_ids=tuple(batch_ids),
-        epoch=epoch, rows=manifest.rows, entries=manifest.entries, start=_pos_text(manifest.start),
-        end=_pos_text(manifest.end), end_key=manifest.end.key, end_ms=manifest.end.timestamp_ms,
+        epoch=epoch, rows=manifest.rows, entries=manifest.entries, start=format_position(manifest.start),
+        end=format_position(manifest.end), end_key=manifest.end.key, end_ms=manifest.end.timestamp_ms,
         gtid=(manifest.end.gtid or "")[:_MAX_TAG], tables=tuple(t.name for t in manifest.tables),
         ddl_tables=tuple(dict.fromkeys(ddl)), partitions=partitions)
 

@@ -65,7 +65,7 @@ def session_members(sessions: Iterable[int], not_before: float = 0.0) -> list[Pr
     """Live processes whose session is one of ``sessions`` and that started at or after ``not_before`` (a session
     id is a pid: once its processes are all gone, an unrelated session could take the number later)."""
     wanted = set(sessions)
-    out = []
+    out: list[ProcStat] = []
     if not wanted:
         return out
     for entry in PROC.iterdir():

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from .types import arrow_type, from_db, select_expr, spark_type
-from .window import ColumnSpec, Position
+from .window import ColumnSpec, Position, format_position
 
 __all__ = [
     "Fingerprint",
@@ -65,7 +65,7 @@ class Fingerprint:
     label: str = field(default="", compare=False)
 
     def __str__(self) -> str:
-        at = f" at {self.position.journal}:{self.position.offset}" if self.position else ""
+        at = f" at {format_position(self.position)}" if self.position else ""
         return f"{self.label or 'table'}: {self.count} rows, checksum {self.checksum:016x}{at}"
 
     def diff(self, other: Fingerprint) -> str:

@@ -7,9 +7,9 @@ schema they were written with) and an in-memory position; nothing is acked anywh
 out as Canal Entry bytes, exactly what the live path stages, and are staged in windows of at most
 ``max_rows`` rows with ``pipelines.engine.staging.stage_window``.
 
-The range: from ``start`` (a binlog Position, or a time in ms: the locator finds the first transaction
-at or after it, as Canal's timestamp start does) to ``end`` (a Position: changes at or before it, or a
-time in ms: changes executed at or before it), never past the binlog end seen when the replay began.
+The range: from ``start`` (a binlog Position, or an EventTime: the locator finds the first transaction
+at or after it, as Canal's timestamp start does) to ``end`` (a Position: changes at or before it, or an
+EventTime: changes executed at or before it), never past the binlog end seen when the replay began.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import random
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from canal_core.parse.parser import EventParser, ParserConfig
 from canal_core.parse.position import PositionManager
 from canal_core.protocol.position import LogPosition
 
-from .window import Position, WindowManifest, order_key
+from .window import EventTime, Position, WindowManifest, format_position, order_key
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class _Collector(PositionManager):
             return True
         return self.end_ms is not None and ts_ms is not None and ts_ms > self.end_ms
 
-    def __call__(self, entries: list[CanalEntry]) -> None:
+    def __call__(self, entries: Sequence[CanalEntry]) -> None:
         for e in entries:
             p = e.position
             if e.entry_type == ENTRY_HEARTBEAT:
@@ -152,7 +152,7 @@ class _Collector(PositionManager):
         return out, rows
 
 
-def replay_entries(source: ReplaySource, *, start: Position | int, end: Position | int | None = None,
+def replay_entries(source: ReplaySource, *, start: Position | EventTime, end: Position | EventTime | None = None,
                    tables: list[str] | None = None, chunk_rows: int = 200_000, timeout: float = 600.0,
                    from_history_start: bool = False) -> Iterator[list[bytes]]:
     """Entry bytes of the range, in binlog order, in chunks of about ``chunk_rows`` row changes (a chunk
@@ -162,17 +162,21 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
     where it begins, for callers whose start is only a safe lower bound (a reconcile's margin before the
     mirror's last change, which the live stream, and so the history, already covered). Without it such a
     start is an error naming the rebuild command, as a backfill of a period the history cannot decode must be."""
+    for name, bound in (("start", start), ("end", end)):
+        if not isinstance(bound, Position | EventTime) and not (name == "end" and bound is None):
+            # a bare number could be an offset or a time: the caller says which
+            raise TypeError(f"replay {name} {bound!r}: expected a Position or an EventTime")
     head = binlog_head(source.conn_kwargs())
     end_key = end.key if isinstance(end, Position) else None
-    end_ms = end if isinstance(end, int) else None
+    end_ms = end.ms if isinstance(end, EventTime) else None
     if isinstance(start, Position):
-        if end_key is not None and start.key > end_key:
-            raise ReplayError(f"range start {start.journal}:{start.offset} is after its end {end.journal}:{end.offset}")  # type: ignore[union-attr]
+        if isinstance(end, Position) and start.key > end.key:
+            raise ReplayError(f"range start {format_position(start)} is after its end {format_position(end)}")
         start_cfg = StartConfig(journal_name=start.journal, position=start.offset)
     else:
-        if end_ms is not None and start > end_ms:
-            raise ReplayError(f"range start {start} ms is after its end {end_ms} ms")
-        start_cfg = StartConfig(timestamp=start)
+        if end_ms is not None and start.ms > end_ms:
+            raise ReplayError(f"range start {start.ms} ms is after its end {end_ms} ms")
+        start_cfg = StartConfig(timestamp=start.ms)
     if isinstance(start, Position) and start.key >= head.key:
         return  # nothing written since
 
@@ -191,7 +195,7 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
         # bootstrap at the binlog head (no event time), against when it was taken: later events are after it
         first_ms = first.timestamp or taken_at
         if first.journal_name and (start.key < order_key(first.journal_name, first.position or 0)
-                                   if isinstance(start, Position) else start < first_ms):
+                                   if isinstance(start, Position) else start.ms < first_ms):
             log.info("replay start %s is before the schema history begins (%s:%s): starting there", start,
                      first.journal_name, first.position)
             start_cfg = StartConfig(journal_name=first.journal_name, position=first.position)
@@ -242,8 +246,9 @@ def replay_entries(source: ReplaySource, *, start: Position | int, end: Position
         shutil.rmtree(work, ignore_errors=True)
 
 
-def replay_windows(source: ReplaySource, *, root: Path, destination: str, label: int, start: Position | int,
-                   end: Position | int | None = None, tables: list[str] | None = None, chunk_rows: int = 200_000,
+def replay_windows(source: ReplaySource, *, root: Path, destination: str, label: int,
+                   start: Position | EventTime, end: Position | EventTime | None = None,
+                   tables: list[str] | None = None, chunk_rows: int = 200_000,
                    stage: Callable[..., WindowManifest] | None = None, from_history_start: bool = False,
                    ) -> Iterator[tuple[Path, WindowManifest]]:
     """The range staged as windows under ``root`` (window numbers ``label``, ``label + 1``, ...; attempt 0),

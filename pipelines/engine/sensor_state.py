@@ -509,7 +509,6 @@ def fmt_ids(ids: Sequence[int]) -> str:
 
 
 def position_key(text: str) -> int:
-    from .window import order_key
+    from .window import parse_position
 
-    journal, _, offset = text.rpartition(":")
-    return order_key(journal, int(offset))
+    return parse_position(text).key

@@ -115,7 +115,7 @@ class CanalSource(ABC):
             src = cls._registry.get(key)
             if src is None:
                 src = cls._registry[key] = cls(config)  # type: ignore[call-arg]
-            return src  # type: ignore[no-any-return]
+            return src
 
     @classmethod
     def close_all(cls) -> None:

@@ -68,18 +68,11 @@ def split_key(key: int) -> tuple[int, int]:
     return key >> 32, key & 0xFFFFFFFF
 
 
-def key_text(key: int, journal_like: str) -> str:
-    """An order key as ``file:offset``, the file named like ``journal_like`` (a binlog file name of the same
-    source: ``mysql-bin.000001`` gives ``mysql-bin.000002:6039762``)."""
-    seq, off = split_key(key)
-    m = _SEQ.search(journal_like)
-    if m is None:
-        raise ValueError(f"binlog file name without a sequence number: {journal_like!r}")
-    return f"{journal_like[:m.start()]}{seq:0{len(m.group(1))}d}:{off}"
-
-
 @dataclass(slots=True)
 class Position:
+    """A binlog position of the source: file and offset (what orders it), and the event's time, GTID and server
+    id when known. Its text form is ``file:offset`` (``format_position`` / ``parse_position``)."""
+
     journal: str
     offset: int
     timestamp_ms: int = 0
@@ -89,6 +82,37 @@ class Position:
     @property
     def key(self) -> int:
         return order_key(self.journal, self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class EventTime:
+    """A point in time (ms since the epoch) where a replayed range starts or ends instead of at a Position: the
+    first transaction executed at or after it, or the last change executed at or before it."""
+
+    ms: int
+
+
+def format_position(p: Position) -> str:
+    """``mysql-bin.000012:4567``: the one text form of a position (metadata, tags, registry, messages)."""
+    return f"{p.journal}:{p.offset}"
+
+
+def parse_position(text: str) -> Position:
+    """``mysql-bin.000012:4567`` -> Position; a ValueError naming the text when it is not ``file:offset``."""
+    journal, sep, offset = text.rpartition(":")
+    if not sep or not journal or not offset.isdigit():
+        raise ValueError(f"binlog position {text!r}: expected file:offset, e.g. mysql-bin.000012:4567")
+    return Position(journal, int(offset))
+
+
+def key_text(key: int, journal_like: str) -> str:
+    """An order key as ``file:offset``, the file named like ``journal_like`` (a binlog file name of the same
+    source: ``mysql-bin.000001`` gives ``mysql-bin.000002:6039762``)."""
+    seq, off = split_key(key)
+    m = _SEQ.search(journal_like)
+    if m is None:
+        raise ValueError(f"binlog file name without a sequence number: {journal_like!r}")
+    return format_position(Position(f"{journal_like[:m.start()]}{seq:0{len(m.group(1))}d}", off))
 
 
 @dataclass(slots=True)

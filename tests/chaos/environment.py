@@ -20,6 +20,8 @@ from typing import Any
 import pymysql
 import yaml
 
+from tests.integration.binlog_end import binlog_end
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MARIADB_SCRIPT = REPO_ROOT / "scripts" / "mariadb.sh"
 DESTINATION = "chaos"
@@ -92,14 +94,7 @@ class Source:
         return pymysql.connect(**self.admin_kwargs(**overrides))
 
     def master_status(self) -> tuple[str, int]:
-        conn = self.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW MASTER STATUS")
-                file, pos = cur.fetchone()[:2]
-        finally:
-            conn.close()
-        return str(file), int(pos)
+        return binlog_end(self.admin_kwargs())
 
 
 @dataclass(frozen=True)

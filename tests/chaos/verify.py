@@ -33,7 +33,7 @@ EXAMPLES = 5  # differences quoted per check
 @contextmanager
 def spark_session(log: Path) -> Iterator[Any]:
     """A local Spark session for reading the lake; the JVM's console lines go to ``log``."""
-    from canal_core.sparkenv import quiet_delta_scan_noise, spark_session_builder
+    from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
 
     log.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()

@@ -52,7 +52,7 @@ def tcp_tables(admin_conn: Any) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture
 def served(mariadb_settings: Any, admin_conn: Any, tcp_tables: Any, tmp_path: Path) -> Iterator[Served]:
-    conf = server_conf(tmp_path, mariadb_settings.port, master_status(admin_conn))
+    conf = server_conf(tmp_path, mariadb_settings.port, master_status(mariadb_settings))
     ctl = CanalController(conf)
     ctl.start()
     hooks = Recorder()

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.binlog_end import binlog_end
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
@@ -135,8 +136,7 @@ def _listening(port: int, timeout: float = 20) -> bool:
 
 def test_canal_python_client(mariadb_settings: Any, admin_conn: Any, table: str, tmp_path: Path) -> None:
     with admin_conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        journal, position = cur.fetchone()[:2]
+        journal, position = binlog_end(mariadb_settings.repl_kwargs())
         # 6 inserts, an update, a delete: 8 row changes, each its own transaction
         for i in range(1, 7):
             cur.execute(f"INSERT INTO canal_test.{TABLE} VALUES (%s, %s, %s, %s, %s)",

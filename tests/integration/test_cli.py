@@ -23,6 +23,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from tests.integration.binlog_end import binlog_end
 from tests.support.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -99,9 +100,8 @@ def _one(conn: pymysql.connections.Connection, sql: str) -> tuple[Any, ...]:
     return row
 
 
-def master_status(conn: pymysql.connections.Connection) -> tuple[str, int]:
-    row = _one(conn, "SHOW MASTER STATUS")
-    return str(row[0]), int(row[1])
+def master_status(settings: Any) -> tuple[str, int]:
+    return binlog_end(settings.repl_kwargs())
 
 
 def rows_of(events: list[dict[str, Any]], table: str) -> list[tuple[str, list[Any]]]:
@@ -155,9 +155,9 @@ def closed_binlog(mariadb_settings: Any, tmp_path_factory: pytest.TempPathFactor
             _exec(conn, "FLUSH BINARY LOGS")
             conn.begin()
             insert_rows(conn, name, ROWS)
-            file, _ = master_status(conn)
+            file, _ = master_status(mariadb_settings)
             conn.commit()
-            after, _ = master_status(conn)
+            after, _ = master_status(mariadb_settings)
             if after == file:  # no other suite rotated around the commit: the rows are in `file`
                 break
             _exec(conn, f"DELETE FROM canal_test.{name}")
@@ -220,7 +220,7 @@ def test_local_file_prints_every_event_with_the_inserted_rows(closed_binlog: dic
 
 def test_live_non_blocking_read_from_a_position(admin_conn: pymysql.connections.Connection, table: str,
                                                 mariadb_settings: Any) -> None:
-    file, pos = master_status(admin_conn)
+    file, pos = master_status(mariadb_settings)
     insert_rows(admin_conn, table, ROWS)
     ref = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
     _exec(admin_conn, f"UPDATE canal_test.{table} SET amount = 13.75, ref = '{ref}' WHERE id = 1",
@@ -247,7 +247,7 @@ def test_tables_filter_leaves_other_tables_out(admin_conn: pymysql.connections.C
         for t in (keep, drop):
             _exec(admin_conn, f"CREATE TABLE canal_test.{t} (id INT PRIMARY KEY, name VARCHAR(32), "
                               f"amount DECIMAL(10,2), doc JSON)")
-        file, pos = master_status(admin_conn)
+        file, pos = master_status(mariadb_settings)
         insert_rows(admin_conn, drop, ROWS[:1])
         insert_rows(admin_conn, keep, ROWS[1:])
         insert_rows(admin_conn, drop, ROWS[1:2])

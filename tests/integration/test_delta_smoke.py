@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from canal_core import sparkenv
+from pipelines.engine import sparkenv
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,6 +15,7 @@ import pytest
 from canal_core.binlog import BinlogDecoder, LocalBinlogReader
 from canal_core.binlog import events as E
 from canal_core.mysql import ReplicationConnection
+from tests.integration.binlog_end import binlog_end
 
 pytestmark = pytest.mark.integration
 
@@ -71,8 +72,7 @@ def test_follow_mode_sees_new_writes(mariadb_settings: Any, admin_conn: Any, tab
     datadir = Path(_scalar(admin_conn, "SELECT @@datadir"))
     with admin_conn.cursor() as cur:
         cur.execute("FLUSH BINARY LOGS")
-        cur.execute("SHOW MASTER STATUS")
-        file, pos = cur.fetchone()[:2]
+    file, pos = binlog_end(mariadb_settings.repl_kwargs())
     out: queue.Queue[E.Event] = queue.Queue()
     reader = LocalBinlogReader(datadir, start_file=file, start_position=pos, follow=True, poll_interval=0.05)
 

@@ -25,12 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 
 from pipelines.engine.lake import Lake
 from pipelines.engine.reconcile import table_columns
 from pipelines.engine.window import order_key
+from tests.integration.binlog_end import binlog_end
 from tests.integration.pipeline_driver import (
     Driver,
     RecordedChanges,
@@ -60,14 +60,7 @@ def db(mariadb_settings: Any) -> Iterator[RecordedChanges]:
 
 
 def _master_key(settings: Any) -> int:
-    conn = pymysql.connect(**settings.admin_kwargs())
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW MASTER STATUS")
-            file, pos = cur.fetchone()[:2]
-    finally:
-        conn.close()
-    return order_key(file, int(pos))
+    return order_key(*binlog_end(settings.repl_kwargs()))
 
 
 def _select(settings: Any, table: str) -> dict[tuple[Any, ...], dict[str, Any]]:

@@ -23,6 +23,7 @@ from pipelines.engine.reconcile import (
 )
 from pipelines.engine.types import db_rows_to_arrow, select_expr
 from pipelines.engine.window import order_key
+from tests.integration.binlog_end import binlog_end
 
 pytestmark = pytest.mark.integration
 
@@ -60,11 +61,8 @@ def _row(r: random.Random, i: int) -> tuple[Any, ...]:
     )
 
 
-def _master(conn: Any) -> int:
-    with conn.cursor() as cur:
-        cur.execute("SHOW MASTER STATUS")
-        file, pos = cur.fetchone()[:2]
-    return order_key(file, int(pos))
+def _master(settings: Any) -> int:
+    return order_key(*binlog_end(settings.repl_kwargs()))
 
 
 @pytest.fixture
@@ -87,9 +85,9 @@ def test_fingerprints_agree_and_detect_differences(mariadb_settings: Any, admin_
     repl = mariadb_settings.repl_kwargs()  # the canal user: SELECT and the binlog status are enough
     columns = table_columns(repl, "canal_test", rec_table)
     assert [c.name for c in columns if c.is_key] == ["id"] and len(columns) == 29
-    before = _master(admin_conn)
+    before = _master(mariadb_settings)
     source = source_fingerprint(repl, "canal_test", rec_table, columns)
-    after = _master(admin_conn)
+    after = _master(mariadb_settings)
     with admin_conn.cursor() as cur:
         cur.execute(f"SELECT COUNT(*) FROM canal_test.{rec_table}")
         assert source.count == cur.fetchone()[0] == 300

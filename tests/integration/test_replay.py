@@ -10,6 +10,7 @@ from canal_core.entry.model import ENTRY_ROWDATA, CanalEntry
 from canal_core.parse.filter import EventFilter
 from canal_core.parse.parser import ParserConfig, SourceConfig
 from pipelines.engine.replay import ReplaySource, binlog_head, replay_entries
+from pipelines.engine.window import EventTime
 
 T = "canal_test.replay_t"
 
@@ -56,9 +57,9 @@ def test_replay_by_position_and_time(mariadb_settings, admin_conn: pymysql.conne
     # from a position to the end of the binlog
     assert _ids(replay_entries(src, start=p1)) == [("DELETE", 1), ("INSERT", 4)]
     # by time: the first transaction at or after t1, to the end
-    assert _ids(replay_entries(src, start=t1)) == [("DELETE", 1), ("INSERT", 4)]
+    assert _ids(replay_entries(src, start=EventTime(t1))) == [("DELETE", 1), ("INSERT", 4)]
     # by time at both ends: up to just before t1
-    assert _ids(replay_entries(src, start=p0, end=t1 - 1)) == [("INSERT", 1), ("INSERT", 2), ("INSERT", 3),
+    assert _ids(replay_entries(src, start=p0, end=EventTime(t1 - 1))) == [("INSERT", 1), ("INSERT", 2), ("INSERT", 3),
                                                                  ("UPDATE", 2)]
     # a table selection that excludes it
     assert _ids(replay_entries(src, start=p0, tables=["canal_test.other"])) == []
@@ -110,7 +111,7 @@ def test_a_reconcile_replay_starting_before_the_history_begins_starts_where_it_b
         cur.execute(f"UPDATE {T} SET v='aa' WHERE id=1")
     src = _source(mariadb_settings)
     src.history_dir = tmp_path / "history"
-    early = int(time.time() * 1000) - 60_000
+    early = EventTime(int(time.time() * 1000) - 60_000)
     assert _ids(replay_entries(src, start=early, from_history_start=True)) == [("INSERT", 2), ("UPDATE", 1)]
     with pytest.raises(ReplayError, match=r"no snapshot at or before.*rebuild") as err:
         list(replay_entries(src, start=early))

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus
-from dagster._core.launcher import WorkerStatus
 
+from pipelines.defs.dagster_compat import WorkerStatus
 from pipelines.defs.launcher import MonitoredRunLauncher, max_runtime_tags, run_worker
 from tests.integration.dagster_services import (
     BIN,

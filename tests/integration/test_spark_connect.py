@@ -96,7 +96,7 @@ def test_script_is_idempotent_and_a_run_session_leaves_the_server_running(server
     # the Dagster resource in a process of its own, as a run uses it: a Connect session, no JVM, released at teardown
     code = textwrap.dedent(f"""
         from pyspark import SparkContext
-        from canal_core.sparkenv import is_connect
+        from pipelines.engine.sparkenv import is_connect
         from pipelines.defs.resources import SparkResource
         res = SparkResource(remote={url!r}, conf={{"spark.sql.shuffle.partitions": "3"}})
         s = res.session()

@@ -29,6 +29,7 @@ from canal_core.parse.locator import (
     TimestampTooOldError,
 )
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
+from tests.integration.binlog_end import binlog_end
 
 pytestmark = pytest.mark.integration
 
@@ -150,8 +151,7 @@ def history(mariadb_settings: Any) -> Iterator[History]:
                 if flush:
                     cur.execute("FLUSH BINARY LOGS")
                     if not first_file:
-                        cur.execute("SHOW MASTER STATUS")
-                        first_file = cur.fetchone()[0]
+                        first_file = binlog_end(s.repl_kwargs())[0]
                 time.sleep(1.1)
                 cur.execute("BEGIN")
                 for sql in stmts:

@@ -129,7 +129,7 @@ def test_cluster_connector_fails_over(served: Served, admin_conn: Any) -> None:
 
 
 def test_controller_serves_canal_port(mariadb_settings: Any, admin_conn: Any, tcp_tables: Any, tmp_path: Path) -> None:
-    start = master_status(admin_conn)
+    start = master_status(mariadb_settings)
     port = free_port()
     conf = controller_conf(tmp_path / "ok", mariadb_settings.port, start, port, stored_hash(PASSWORD))
     ctl = CanalController(conf, tcp=True)
@@ -167,7 +167,7 @@ def test_cli_start_fails_on_a_busy_port(mariadb_settings: Any, admin_conn: Any, 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        conf = controller_conf(tmp_path, mariadb_settings.port, master_status(admin_conn), port,
+        conf = controller_conf(tmp_path, mariadb_settings.port, master_status(mariadb_settings), port,
                                 stored_hash(PASSWORD))
         run = tmp_path / "logs"
         cli = Path(sys.executable).parent / "canal-server"

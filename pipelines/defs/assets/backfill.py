@@ -21,7 +21,7 @@ from typing import Any
 from dagster import AssetMaterialization, MetadataValue, OpExecutionContext, TableColumn, TableRecord, TableSchema
 
 from ...engine.config import PipelineConfig
-from ...engine.window import Position, key_text, split_key
+from ...engine.window import EventTime, Position, format_position, key_text, split_key
 from ..resources import LakeResource, SparkResource
 from .keys import CHANGELOG, mirror_key
 
@@ -92,20 +92,20 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     # yet: stored now, they would be stored again by their window's plain append (replacing them instead would
     # delete the ones a window applies while the replay runs).
     applied = L.read_table_version(session, lk.changelog_path(), L.changelog_app_id(config.destination))
-    start_at: Position | int = _ms(start)
+    start_at: Position | EventTime = EventTime(_ms(start))
     lo_key = 0
     clamped: dict[str, str] = {}
     first = _history_start(source.history_dir)
     if first is not None and first.timestamp_ms >= _ms(start):  # e.g. the first day of a day-partition backfill
         start_at, lo_key = first, first.key
-        clamped["replayed_from"] = f"{first.journal}:{first.offset}"
-        context.log.info(f"the destination's schema history begins at {first.journal}:{first.offset} (its first "
+        clamped["replayed_from"] = format_position(first)
+        context.log.info(f"the destination's schema history begins at {format_position(first)} (its first "
                          "start): the backfill replays from there")
     merged: dict[str, L.MirrorResult] = {}
     journal = first.journal if first is not None else ""
     try:
         windows = list(replay_windows(source, root=root, destination=config.destination, label=0, start=start_at,
-                                      end=_ms(end) - 1, tables=chosen))
+                                      end=EventTime(_ms(end) - 1), tables=chosen))
         rows = sum(m.rows for _, m in windows)
         journal = windows[0][1].start.journal if windows else journal
         context.log.info(f"backfill {start.isoformat()} .. {end.isoformat()} of {', '.join(chosen)}: "

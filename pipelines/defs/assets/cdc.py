@@ -42,7 +42,7 @@ from dagster import (
 )
 
 from ...engine.config import PipelineConfig
-from ...engine.window import Position, WindowManifest, key_text
+from ...engine.window import EventTime, Position, WindowManifest, format_position, key_text, parse_position
 from ..pools import check_writer_slot, writer_pool
 from ..resources import CanalWindowResource, LakeResource, SparkResource
 from .keys import CHANGELOG, LAG_CHECK, RECONCILE_CHECK, WINDOW_JOB, mirror_key, source_key, split_table
@@ -60,18 +60,6 @@ class CdcAssets:
 
 # --- positions and metadata -----------------------------------------------------------------------------------
 
-def pos_text(p: Position) -> str:
-    return f"{p.journal}:{p.offset}"
-
-
-def parse_position(text: str) -> Position:
-    """'mysql-bin.000012:4567' -> Position."""
-    journal, sep, offset = text.rpartition(":")
-    if not sep or not journal or not offset.isdigit():
-        raise ValueError(f"binlog position {text!r}: expected file:offset")
-    return Position(journal, int(offset))
-
-
 def lag_seconds(timestamp_ms: int) -> float:
     return round(max(0.0, time.time() - timestamp_ms / 1000), 3) if timestamp_ms else 0.0
 
@@ -81,8 +69,8 @@ def window_metadata(manifest: WindowManifest) -> dict[str, Any]:
         "window": manifest.window,
         "attempt": manifest.attempt,
         "batch_ids": MetadataValue.text(",".join(map(str, manifest.batch_ids))),
-        "binlog_start": pos_text(manifest.start),
-        "binlog_end": pos_text(manifest.end),
+        "binlog_start": format_position(manifest.start),
+        "binlog_end": format_position(manifest.end),
         "gtid": manifest.end.gtid or "",
         "lag_seconds": lag_seconds(manifest.end.timestamp_ms),
     }
@@ -162,7 +150,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
         "rows_inserted": total.inserted, "rows_updated": total.updated, "rows_deleted": total.deleted,
         "skipped_parts": total.skipped_parts, "delta_version": total.version,
         "mirror_position": MetadataValue.text("-" if total.position is None else key_text(total.position, at.journal)),
-        "binlog_position": MetadataValue.text(pos_text(at)), "gtid": MetadataValue.text(at.gtid or "-"),
+        "binlog_position": MetadataValue.text(format_position(at)), "gtid": MetadataValue.text(at.gtid or "-"),
         "lag_seconds": lag_seconds(at.timestamp_ms),
         "window": manifest.window if manifest is not None else -1,
         **({"note": total.reason} if total.reason else {}), **caught,
@@ -185,11 +173,11 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
     finally:
         shutil.rmtree(out, ignore_errors=True)
     # the sensor reads this: the next window run catches the mirror up from this position
-    registry_for(config).record_snapshot(name, pos_text(snap.position), snap.position_key, snap.rows,
+    registry_for(config).record_snapshot(name, format_position(snap.position), snap.position_key, snap.rows,
                                          context.run.run_id)
     return MaterializeResult(metadata={
         "rows_inserted": snap.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": snap.rows,
-        "binlog_position": MetadataValue.text(pos_text(snap.position)), "delta_version": version,
+        "binlog_position": MetadataValue.text(format_position(snap.position)), "delta_version": version,
         "lag_seconds": round((dt.datetime.now(dt.UTC) - taken).total_seconds(), 3),
         "unrepresentable": MetadataValue.json(snap.unrepresentable),
     })
@@ -200,7 +188,8 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
 RECONCILE_MARGIN_MS = 60_000  # replay from this long before the mirror's last change: a transaction boundary
 
 
-def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, version: int) -> Position | int | None:
+def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, version: int,
+                  ) -> Position | EventTime | None:
     """A binlog start at or before a transaction boundary below the mirror's position ``version``: starting
     early is harmless (applied parts are skipped, the guard keeps newer rows), starting inside a
     transaction is not."""
@@ -217,7 +206,7 @@ def _replay_start(config: PipelineConfig, session: Any, lk: Any, name: str, vers
            .select(F.min("execute_time").alias("t")).first())
     if row is None or row["t"] is None:
         return None
-    return int(row["t"].timestamp() * 1000) - RECONCILE_MARGIN_MS
+    return EventTime(int(row["t"].timestamp() * 1000) - RECONCILE_MARGIN_MS)
 
 
 def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig, name: str,
@@ -255,7 +244,7 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
                                           from_history_start=True))
             with_rows = [(d, m, t) for d, m in windows for t in m.tables if t.name == name]
             if len(with_rows) > 1:  # preview_mirror previews one window on top of the stored mirror
-                return fail(f"the replay up to {pos_text(src.position)} came in {len(with_rows)} windows")
+                return fail(f"the replay up to {format_position(src.position)} came in {len(with_rows)} windows")
             for d, m, t in with_rows:
                 df = L.preview_mirror(session, lk, d, m, t)
             replayed = sum(m.rows for _, m in windows)
@@ -268,9 +257,9 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
     diff = src.diff(mine)
     return AssetCheckResult(
         passed=not diff, severity=AssetCheckSeverity.ERROR,
-        description=f"{name}: {diff}" if diff else f"{name}: {src.count} rows match at {pos_text(src.position)}",
+        description=f"{name}: {diff}" if diff else f"{name}: {src.count} rows match at {format_position(src.position)}",
         metadata={"source_rows": src.count, "mirror_rows": mine.count, "source_checksum": f"{src.checksum:016x}",
-                  "mirror_checksum": f"{mine.checksum:016x}", "source_position": pos_text(src.position),
+                  "mirror_checksum": f"{mine.checksum:016x}", "source_position": format_position(src.position),
                   "mirror_position": key_text(version, src.position.journal), "replayed_rows": replayed})
 
 

@@ -12,7 +12,7 @@ Tables under a lake root (a local path or an object-store URI; see docs/lake.md 
 Idempotency rests on two things: Delta's transaction identifiers (a write whose txnVersion is not above the
 one recorded for its appId is skipped, atomically with the commit) and, for the rows of a part that overlaps
 what was applied, the guard ``target (pos, row) <= source (pos, row)`` plus "latest change per key over a
-contiguous range". Works on a classic SparkSession with the Delta extension (canal_core.sparkenv) and on a Spark
+contiguous range". Works on a classic SparkSession with the Delta extension (pipelines.engine.sparkenv) and on a Spark
 Connect session to a server that has it (scripts/spark-connect.sh): every write is SQL or DataFrame API, only the
 table state is read differently (py4j on classic, the Delta log through Spark on Connect).
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from canal_core.sparkenv import is_connect
+from pipelines.engine.sparkenv import is_connect
 
 from .layout import Lake, LakeError, mirror_app_id
 from .results import TableState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from canal_core.sparkenv import is_connect
+from pipelines.engine.sparkenv import is_connect
 
 from .delta_sql import _RETENTION_CHECK, _session_conf
 

@@ -163,7 +163,10 @@ DELTA_SCAN_NOISE = "org.apache.spark.sql.delta.DeltaParquetFileFormat"
 def quiet_delta_scan_noise(spark: SparkSession) -> None:
     """Raise DELTA_SCAN_NOISE's log level to FATAL in this classic session's JVM (scripts/spark-connect.sh does
     the same for the Spark Connect server in its log4j2.properties)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm = spark._jvm
+    if jvm is None:
+        raise TypeError("quiet_delta_scan_noise: a Spark Connect session has no JVM in this process "
+                        "(scripts/spark-connect.sh quiets the server's log instead)")
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         DELTA_SCAN_NOISE, jvm.org.apache.logging.log4j.Level.FATAL)
 
@@ -242,11 +245,11 @@ def is_connect(spark: Any) -> bool:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m canal_core.sparkenv connect-argv --port N [--conf K=V ...]``: the Connect server's command line,
-    one argument per line (for scripts/spark-connect.sh)."""
+    """``python -m pipelines.engine.sparkenv connect-argv --port N [--conf K=V ...]``: the Connect server's command
+    line, one argument per line (for scripts/spark-connect.sh)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m canal_core.sparkenv")
+    ap = argparse.ArgumentParser(prog="python -m pipelines.engine.sparkenv")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("connect-argv", help="print the Spark Connect server's spark-submit command line")
     c.add_argument("--port", type=int, required=True)
