@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README.md, .ci/run): setup, lint, then the whole pytest suite.
+# The project's test command (README.md, .ci/run): setup, lint, type check, then the whole pytest suite.
 #   scripts/test.sh [pytest args...]
 # Fails on any lint error, test failure or error, and when pytest collects nothing (exit code 5).
 set -euo pipefail
@@ -9,6 +9,8 @@ cd "$ROOT"
 
 scripts/setup.sh
 .venv/bin/ruff check .
+# the type checker: its settings and the checked packages are in pyproject.toml ([tool.mypy]); 0 errors is green
+.venv/bin/mypy
 
 rc=0
 .venv/bin/python -m pytest -q "$@" || rc=$?
