@@ -208,7 +208,7 @@ try:
             cur.execute(f"INSERT INTO {table} (v) VALUES ('embedded')")
             written.append(cur.lastrowid)
         msg = server.get_without_ack(client, 100, 1.0)
-        for raw in msg.entries:
+        for raw in msg.raw_entries:
             e = pb.Entry.FromString(raw)
             if e.entryType == pb.ROWDATA:
                 rc = pb.RowChange.FromString(e.storeValue)
