@@ -22,6 +22,20 @@ from typing import Any
 import pytest
 
 from canal_core.binlog.constants import ColumnType as CT
+from canal_core.parse.model import ColumnMeta, TableMeta
+
+# The table of mysql-cdc-rs tests/events/5.7/31_update_rows_v2 (its sql.sql): the binlog carries no column names.
+BOXERCRAB = TableMeta("default", "boxercrab", (
+    ColumnMeta("id", "int", "int(10) unsigned", nullable=False, unsigned=True, is_key=True),
+    ColumnMeta("varchar_l", "varchar", "varchar(100)", nullable=False, charset="utf8mb4", collation_id=45),
+    ColumnMeta("varchar_s", "varchar", "varchar(40)", nullable=False, charset="utf8mb4", collation_id=45),
+    ColumnMeta("text_s", "text", "text", nullable=False, charset="utf8mb4", collation_id=45),
+    ColumnMeta("text_m", "mediumtext", "mediumtext", nullable=False, charset="utf8mb4", collation_id=45),
+    ColumnMeta("text_l", "longtext", "longtext", nullable=False, charset="utf8mb4", collation_id=45),
+    ColumnMeta("num_float", "float", "float", nullable=False),
+    ColumnMeta("num_double", "double", "double", nullable=False),
+    ColumnMeta("num_decimal", "decimal", "decimal(10,4)"),
+))
 
 # ---- locating the fixtures -------------------------------------------------------------------------
 

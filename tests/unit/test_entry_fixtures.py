@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fixture_support import DumpEvent, fixture_path, parse_mysqlbinlog, read_text
+from fixture_support import BOXERCRAB, DumpEvent, fixture_path, parse_mysqlbinlog, read_text
 
 from canal_core.binlog import BinlogDecoder, read_file
 from canal_core.binlog import events as E
@@ -72,19 +72,6 @@ def cols(image: Any) -> list[tuple[str, int, str, bool]]:
 
 
 # ---- MySQL 5.7: GTID transaction with an UPDATE of FLOAT/DOUBLE/DECIMAL/TEXT columns --------------
-
-BOXERCRAB = TableMeta("default", "boxercrab", (  # mysql-cdc-rs tests/events/5.7/31_update_rows_v2/sql.sql
-    ColumnMeta("id", "int", "int(10) unsigned", nullable=False, unsigned=True, is_key=True),
-    ColumnMeta("varchar_l", "varchar", "varchar(100)", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("varchar_s", "varchar", "varchar(40)", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("text_s", "text", "text", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("text_m", "mediumtext", "mediumtext", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("text_l", "longtext", "longtext", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("num_float", "float", "float", nullable=False),
-    ColumnMeta("num_double", "double", "double", nullable=False),
-    ColumnMeta("num_decimal", "decimal", "decimal(10,4)"),
-))
-
 
 def test_mysql57_gtid_transaction_with_update() -> None:
     base = "mysql-cdc-rs/tests/events/5.7/31_update_rows_v2/"

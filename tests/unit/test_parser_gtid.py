@@ -7,16 +7,14 @@ curtGtidLct. Expected values come from the fixture's mysqlbinlog dump (``# at 15
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from fixture_support import fixture_path, load_binlog_bytes, make_event, walk_headers
+from fixture_support import BOXERCRAB, fixture_path, load_binlog_bytes, make_event, walk_headers
+from parser_fakes import FakeHistory, FakeSource
 
 from canal_core.entry import EntryConverter
 from canal_core.mysql import ServerInfo
-from canal_core.parse.model import ColumnMeta, TableMeta
 from canal_core.parse.parser import EventParser, ParserConfig, SourceConfig
 from canal_core.parse.position import MemoryPositionManager
 from canal_core.protocol.position import EntryPosition, LogPosition
@@ -31,70 +29,19 @@ INFO = ServerInfo(flavor="mysql", version=(5, 7, 30), version_string="5.7.30-log
                   binlog_row_image="FULL", binlog_checksum="CRC32", gtid_mode="ON", gtid_current_pos="",
                   gtid_binlog_pos="", semi_sync_master=False)
 
-TABLE = TableMeta("default", "boxercrab", (  # the fixture's sql.sql
-    ColumnMeta("id", "int", "int(10) unsigned", nullable=False, unsigned=True, is_key=True),
-    ColumnMeta("varchar_l", "varchar", "varchar(100)", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("varchar_s", "varchar", "varchar(40)", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("text_s", "text", "text", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("text_m", "mediumtext", "mediumtext", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("text_l", "longtext", "longtext", nullable=False, charset="utf8mb4", collation_id=45),
-    ColumnMeta("num_float", "float", "float", nullable=False),
-    ColumnMeta("num_double", "double", "double", nullable=False),
-    ColumnMeta("num_decimal", "decimal", "decimal(10,4)"),
-))
-
-
-class FakeConn:
-    def __init__(self, events: list[bytes]) -> None:
-        self.events = events
-        self.closed = threading.Event()
-
-    def connect(self) -> FakeConn:
-        return self
-
-    def server_info(self) -> ServerInfo:
-        return INFO
-
-    def dump(self, file: str, position: int, *, gtid: str | None = None) -> Iterator[bytes]:
-        yield from self.events
-        self.closed.wait(30)
-
-    def close(self) -> None:
-        self.closed.set()
-
-
-class History:
-    empty = False  # a history that has its first snapshot: the parser restores instead of bootstrapping
-
-    def restore(self, as_of: Any) -> None:
-        pass
-
-    def maybe_snapshot(self, position: Any, *, force: bool = False) -> bool:
-        return False
-
-    def hints(self, schema: str, table: str) -> Any:
-        return TABLE.hints() if table == TABLE.name else None
-
-    def table(self, schema: str, table: str) -> TableMeta | None:
-        return TABLE if table == TABLE.name else None
-
-    def check_table_map(self, tdef: Any, pos: Any) -> None:
-        pass
-
-
 class Parser(EventParser):
     def __init__(self, start: EntryPosition, by_gtid: bool, sink: Any) -> None:
         def locate(src: SourceConfig, stored: LogPosition | None) -> tuple[EntryPosition, bool]:
             return start, by_gtid
 
         cfg = ParserConfig(destination="gtid", master=SourceConfig("127.0.0.1", 3439))
-        super().__init__(cfg, sink=sink, history=History(), positions=MemoryPositionManager(),  # type: ignore[arg-type]
+        super().__init__(cfg, sink=sink, history=FakeHistory(BOXERCRAB), positions=MemoryPositionManager(),  # type: ignore[arg-type]
                          converter_factory=lambda ident: EntryConverter(ident, timezone="UTC"), locate=locate)
         data = load_binlog_bytes(fixture_path(FIXTURE))
         self.raw_events = [data[h.offset:h.offset + h.length] for h in walk_headers(data)]
 
     def _connection(self, src: SourceConfig) -> Any:
-        return FakeConn(self.raw_events)
+        return FakeSource(INFO, self.raw_events)
 
 
 def _headers(start: EntryPosition, by_gtid: bool, *, inject: bytes = b"") -> list[Any]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
@@ -33,6 +31,7 @@ from canal_core.parse.parser import EventParser, ParserConfig, SourceConfig
 from canal_core.parse.position import MemoryPositionManager
 from canal_core.protocol.position import EntryPosition, LogPosition
 from tests.unit.fixture_support import make_event
+from tests.unit.parser_fakes import FakeHistory, FakeSource
 
 MISMATCH = SourceMismatchError("127.0.0.1:3439", "mysql-bin.000001", 1234, "an event written at T by server 1",
                                "server id 1, an event written at T + 5 s")
@@ -155,40 +154,6 @@ def _heartbeat() -> bytes:
     return make_event(27, b"mysql-bin.000001", checksum=True, log_pos=400)
 
 
-class FakeConn:
-    """A source that streams the given events, then waits until closed (as a live dump does)."""
-
-    def __init__(self, events: list[bytes]) -> None:
-        self.to_stream = events
-        self.closed = threading.Event()
-
-    def connect(self) -> FakeConn:
-        return self
-
-    def server_info(self) -> ServerInfo:
-        return INFO
-
-    def dump(self, file: str, position: int, *, gtid: str | None = None) -> Iterator[bytes]:
-        yield from self.to_stream
-        self.closed.wait(30)
-
-    def close(self) -> None:
-        self.closed.set()
-
-
-class FakeHistory:
-    empty = False  # a history that has its first snapshot: the parser restores instead of bootstrapping
-
-    def restore(self, as_of: Any) -> None:
-        pass
-
-    def maybe_snapshot(self, position: Any, *, force: bool = False) -> bool:
-        return False
-
-    def hints(self, schema: str, table: str) -> None:
-        return None
-
-
 class Converter:
     def master_heartbeat(self, ev: Any) -> str:
         return "heartbeat entry"
@@ -203,7 +168,7 @@ class Parser(EventParser):
         self.fake_events = events
 
     def _connection(self, src: SourceConfig) -> Any:
-        return FakeConn(self.fake_events)
+        return FakeSource(INFO, self.fake_events)
 
 
 def _wait(cond: Any, timeout: float = 10.0) -> None:
