@@ -194,29 +194,7 @@ EOF
 }
 
 # pid of the running server for this instance, or empty.
-server_pid() {
-    local pid=""
-    [[ -f "$PIDFILE" ]] && pid="$(tr -dc '0-9' <"$PIDFILE" || true)"
-    if [[ -n "$pid" && -r "/proc/$pid/cmdline" ]]; then
-        local cmdline
-        cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
-        if [[ "$cmdline" == *mariadbd* && "$cmdline" == *"$CNF"* ]]; then
-            echo "$pid"
-            return 0
-        fi
-    fi
-    # Pid file missing or stale: look for a server started with our my.cnf anyway.
-    local f c
-    for f in /proc/[0-9]*/cmdline; do
-        c="$(tr '\0' ' ' <"$f" 2>/dev/null || true)"
-        if [[ "$c" == *"mariadbd --defaults-file=$CNF "* ]]; then
-            f="${f#/proc/}"
-            echo "${f%/cmdline}"
-            return 0
-        fi
-    done
-    return 0
-}
+server_pid() { find_server "mariadbd --defaults-file=$CNF "; }
 
 admin() { mariadb-admin --defaults-file="$CNF" --protocol=socket -uroot "$@"; }
 client() { mariadb --defaults-file="$CNF" --protocol=socket -uroot "$@"; }
@@ -318,23 +296,7 @@ do_start() {
     log "running (pid $pid, port $(configured_port), socket $SOCKET)"
 }
 
-do_stop() {
-    local pid
-    pid="$(server_pid)"
-    if [[ -z "$pid" ]]; then
-        rm -f "$PIDFILE"
-        log "not running"
-        return 0
-    fi
-    log "stopping (pid $pid)"
-    if ! admin shutdown >/dev/null 2>&1; then
-        log "mariadb-admin shutdown failed; sending SIGTERM"
-        kill -TERM "$pid" 2>/dev/null || true
-    fi
-    await_exit "$pid" 0.2
-    rm -f "$PIDFILE"
-    log "stopped"
-}
+do_stop() { stop_server 0.2 admin shutdown; }
 
 do_status() {
     local pid

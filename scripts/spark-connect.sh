@@ -184,20 +184,7 @@ do_start() {
     echo "sc://127.0.0.1:$port"
 }
 
-do_stop() {
-    local pid
-    pid="$(server_pid)"
-    if [[ -z "$pid" ]]; then
-        rm -f "$PIDFILE"
-        log "not running"
-        return 0
-    fi
-    log "stopping (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    await_exit "$pid" 0.3
-    rm -f "$PIDFILE"
-    log "stopped"
-}
+do_stop() { stop_server 0.3; }
 
 do_status() {
     local pid port

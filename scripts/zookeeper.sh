@@ -113,29 +113,7 @@ EOF
 }
 
 # pid of the running server for this instance, or empty.
-server_pid() {
-    local pid=""
-    [[ -f "$PIDFILE" ]] && pid="$(tr -dc '0-9' <"$PIDFILE" || true)"
-    if [[ -n "$pid" && -r "/proc/$pid/cmdline" ]]; then
-        local cmdline
-        cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
-        if [[ "$cmdline" == *"$MAIN_CLASS $CFG"* ]]; then
-            echo "$pid"
-            return 0
-        fi
-    fi
-    # Pid file missing or stale: look for a server started with our zoo.cfg anyway.
-    local f c
-    for f in /proc/[0-9]*/cmdline; do
-        c="$(tr '\0' ' ' <"$f" 2>/dev/null || true)"
-        if [[ "$c" == *"$MAIN_CLASS $CFG "* ]]; then
-            f="${f#/proc/}"
-            echo "${f%/cmdline}"
-            return 0
-        fi
-    done
-    return 0
-}
+server_pid() { find_server "$MAIN_CLASS $CFG "; }
 
 # True when the server answers "imok" to "ruok" on its port.
 ruok() {
@@ -199,20 +177,7 @@ do_start() {
     log "running (pid $pid, 127.0.0.1:$PORT)"
 }
 
-do_stop() {
-    local pid
-    pid="$(server_pid)"
-    if [[ -z "$pid" ]]; then
-        rm -f "$PIDFILE"
-        log "not running"
-        return 0
-    fi
-    log "stopping (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    await_exit "$pid" 0.2
-    rm -f "$PIDFILE"
-    log "stopped"
-}
+do_stop() { stop_server 0.2; }
 
 do_status() {
     local pid

@@ -1,5 +1,6 @@
 # Shared by scripts/mariadb.sh, scripts/zookeeper.sh and scripts/spark-connect.sh (sourced, not run).
-# The sourcing script defines log() and, for choose_port / await_exit, PORT and STOP_TIMEOUT.
+# The sourcing script defines log() and, for choose_port / await_exit, PORT and STOP_TIMEOUT; for find_server and
+# stop_server, PIDFILE (stop_server also calls its server_pid()).
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -48,4 +49,48 @@ await_exit() {
         fi
         sleep "$poll"
     done
+}
+
+# find_server TAG: pid of this instance's server: the process in $PIDFILE when its command line contains TAG, else
+# (pid file missing or stale) any process whose command line contains TAG; empty when there is none.
+find_server() {
+    local tag="$1" pid="" f c
+    [[ -f "$PIDFILE" ]] && pid="$(tr -dc '0-9' <"$PIDFILE" || true)"
+    if [[ -n "$pid" && -r "/proc/$pid/cmdline" ]]; then
+        c="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+        if [[ "$c" == *"$tag"* ]]; then
+            echo "$pid"
+            return 0
+        fi
+    fi
+    for f in /proc/[0-9]*/cmdline; do
+        c="$(tr '\0' ' ' <"$f" 2>/dev/null || true)"
+        if [[ "$c" == *"$tag"* ]]; then
+            f="${f#/proc/}"
+            echo "${f%/cmdline}"
+            return 0
+        fi
+    done
+    return 0
+}
+
+# stop_server POLL [COMMAND...]: stop the server that server_pid() names: with COMMAND when given (SIGTERM when it
+# fails), else SIGTERM; wait for it (await_exit PID POLL) and remove $PIDFILE.
+stop_server() {
+    local poll="$1" pid
+    shift
+    pid="$(server_pid)"
+    if [[ -z "$pid" ]]; then
+        rm -f "$PIDFILE"
+        log "not running"
+        return 0
+    fi
+    log "stopping (pid $pid)"
+    if (( $# == 0 )) || ! "$@" >/dev/null 2>&1; then
+        (( $# == 0 )) || log "$* failed; sending SIGTERM"
+        kill -TERM "$pid" 2>/dev/null || true
+    fi
+    await_exit "$pid" "$poll"
+    rm -f "$PIDFILE"
+    log "stopped"
 }
