@@ -1,15 +1,17 @@
 """Fixtures shared by integration test modules: the pipeline end-to-end tests (test_pipeline_e2e, _remote,
-_cluster, _keyless) and the TCP server tests (test_tcp_server, _failover)."""
+_cluster, _keyless), the TCP server tests (test_tcp_server, _failover) and ZooKeeper clients on the test's chroot."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
+from kazoo.client import KazooClient
 
+from canal_core.meta.zkclient import new_client
 from canal_core.protocol.auth import stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
@@ -64,3 +66,31 @@ def served(mariadb_settings: Any, admin_conn: Any, tcp_tables: Any, tmp_path: Pa
     finally:
         tcp.stop(timeout=0)
         ctl.stop()
+
+
+@pytest.fixture
+def zk(zk_chroot: str) -> Iterator[KazooClient]:
+    """A plain client on the test's chroot, to look at what the servers and managers wrote."""
+    c = KazooClient(hosts=zk_chroot)
+    c.start(timeout=10)
+    yield c
+    c.stop()
+    c.close()
+
+
+@pytest.fixture
+def zk_clients() -> Iterator[Callable[[str, int], KazooClient]]:
+    """Factory of started clients as Canal makes them (``new_client(connect, session_timeout_ms=...)``), stopped
+    and closed after the test."""
+    made: list[KazooClient] = []
+
+    def make(connect: str, session_ms: int) -> KazooClient:
+        c = new_client(connect, session_timeout_ms=session_ms)
+        c.start(timeout=10)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+        c.close()

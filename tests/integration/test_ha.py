@@ -348,15 +348,6 @@ def ha_table(admin_conn: Any, request: pytest.FixtureRequest) -> Iterator[str]:
         cur.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-@pytest.fixture
-def zk(zk_chroot: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_chroot)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 def running_address(zk: KazooClient, destination: str = DEST) -> str | None:
     try:
         return str(decode_running(zk.get(server_running_path(destination))[0]).get("address") or "") or None

@@ -9,20 +9,20 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
 from canal_core.meta import FencedError, ZooKeeperMetaManager
-from canal_core.meta.zkclient import new_client
 from canal_core.meta.zkpayload import encode_server_running
 from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.protocol.zkpaths import cursor_path, destination_cluster_root, fence_path, server_running_path
 from canal_core.server.running import ServerRegistration, ServerRunningMonitor
 from tests.support.net import CutProxy
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,15 +53,6 @@ class Recorder:
             return [w for w, _ in self.events]
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> float:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(step)
-    return time.monotonic()
-
-
 def _hostport(connect: str) -> tuple[str, int]:
     host, _, port = connect.split("/", 1)[0].rpartition(":")
     return host, int(port)
@@ -72,21 +63,10 @@ def _chroot(connect: str) -> str:
 
 
 @pytest.fixture
-def clients(zk_chroot: str) -> Iterator[Callable[..., KazooClient]]:
+def clients(zk_chroot: str, zk_clients: Callable[[str, int], KazooClient]) -> Callable[..., KazooClient]:
     """Factory of started kazoo clients (2 s sessions) on the test's chroot, optionally via a proxy port."""
-    made: list[KazooClient] = []
-
-    def make(port: int | None = None) -> KazooClient:
-        host, real = _hostport(zk_chroot)
-        c = new_client(f"{host}:{port or real}{_chroot(zk_chroot)}", session_timeout_ms=SESSION_MS)
-        c.start(timeout=10)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.stop()
-        c.close()
+    host, real = _hostport(zk_chroot)
+    return lambda port=None: zk_clients(f"{host}:{port or real}{_chroot(zk_chroot)}", SESSION_MS)
 
 
 def _monitor(zk: KazooClient, address: str, rec: Recorder, delay_s: float = 5.0) -> ServerRunningMonitor:

@@ -6,45 +6,25 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
 
 from canal_core.client.running import ClientRunningMonitor
 from canal_core.client.zookeeper import ServerDiscovery
-from canal_core.meta.zkclient import new_client
 from canal_core.protocol.zkpaths import destination_cluster_path
 from canal_core.server.running import ServerRunningMonitor
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 SESSION_MS = 2000
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> float:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(step)
-    return time.monotonic()
-
-
 @pytest.fixture
-def clients(zk_chroot: str) -> Iterator[Callable[[], KazooClient]]:
-    made: list[KazooClient] = []
-
-    def make() -> KazooClient:
-        c = new_client(zk_chroot, session_timeout_ms=SESSION_MS)
-        c.start(timeout=10)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.stop()
-        c.close()
+def clients(zk_chroot: str, zk_clients: Callable[[str, int], KazooClient]) -> Callable[[], KazooClient]:
+    return lambda: zk_clients(zk_chroot, SESSION_MS)
 
 
 def test_one_active_consumer_per_client_id(clients: Callable[[], KazooClient]) -> None:

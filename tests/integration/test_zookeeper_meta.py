@@ -45,16 +45,6 @@ def rng(n: int) -> PositionRange:
 
 
 @pytest.fixture
-def zk(zk_chroot: str) -> Iterator[KazooClient]:
-    """A plain client on the test's chroot, to look at what the managers wrote."""
-    c = KazooClient(hosts=zk_chroot)
-    c.start(timeout=10)
-    yield c
-    c.stop()
-    c.close()
-
-
-@pytest.fixture
 def direct(zk_chroot: str) -> Iterator[ZooKeeperMetaManager]:
     m = ZooKeeperMetaManager(zk_chroot)
     m.start()
