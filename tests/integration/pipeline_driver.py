@@ -138,10 +138,9 @@ class Driver:
             time.sleep(pause)
 
 
-def source_rows(settings: Any, schema: str, table: str, columns: list[Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """The table by SELECT, normalized to staged values (types.from_db), keyed by primary key."""
-    kw = settings.admin_kwargs(init_command="SET time_zone = '+00:00'")
-    conn = pymysql.connect(**kw)
+def _staged_source_rows(settings: Any, schema: str, table: str, columns: list[Any]) -> list[tuple[Any, ...]]:
+    """Every row of the table by SELECT (UTC session), each value normalized to its staged form (types.from_db)."""
+    conn = pymysql.connect(**settings.admin_kwargs(init_command="SET time_zone = '+00:00'"))
     try:
         with conn.cursor() as cur:
             cur.execute(f"SELECT {', '.join(select_expr(c.name, c.mysql_type) for c in columns)} "
@@ -150,11 +149,17 @@ def source_rows(settings: Any, schema: str, table: str, columns: list[Any]) -> d
     finally:
         conn.close()
     convs = [from_db(c.mysql_type, c.name) for c in columns]
-    keys = [i for i, c in enumerate(columns) if c.is_key] or list(range(len(columns)))
+    return [tuple(f(v) for f, v in zip(convs, r, strict=True)) for r in rows]
+
+
+def source_rows(settings: Any, schema: str, table: str, columns: list[Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The table by SELECT, normalized to staged values (types.from_db), keyed by primary key."""
+    rows = _staged_source_rows(settings, schema, table, columns)
+    keys = [c.name for c in columns if c.is_key] or [c.name for c in columns]
     out = {}
     for r in rows:
-        vals = {c.name: f(v) for c, f, v in zip(columns, convs, r, strict=True)}
-        out[tuple(vals[columns[i].name] for i in keys)] = vals
+        vals = {c.name: v for c, v in zip(columns, r, strict=True)}
+        out[tuple(vals[k] for k in keys)] = vals
     return out
 
 
@@ -173,17 +178,8 @@ def _nulls_first(row: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
 
 def source_multiset(settings: Any, schema: str, table: str, columns: list[Any]) -> list[tuple[Any, ...]]:
     """Every row of the table by SELECT (staged values, types.from_db), duplicates kept, sorted."""
-    kw = settings.admin_kwargs(init_command="SET time_zone = '+00:00'")
-    conn = pymysql.connect(**kw)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT {', '.join(select_expr(c.name, c.mysql_type) for c in columns)} "
-                        f"FROM `{schema}`.`{table}`")
-            rows = cur.fetchall()
-    finally:
-        conn.close()
-    convs = [from_db(c.mysql_type, c.name) for c in columns]
-    return sorted((tuple(f(v) for f, v in zip(convs, r, strict=True)) for r in rows), key=_nulls_first)
+    rows = _staged_source_rows(settings, schema, table, columns)
+    return sorted(rows, key=_nulls_first)
 
 
 def mirror_multiset(spark: Any, path: str, columns: list[Any]) -> list[tuple[Any, ...]]:

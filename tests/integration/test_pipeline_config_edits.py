@@ -24,6 +24,7 @@ from pipelines.engine.lake import Lake
 from pipelines.engine.reconcile import table_columns
 from pipelines.engine.sensor_state import SensorState
 from tests.integration.pipeline_driver import Driver, drive_until_idle, make_config, mirror_rows, source_rows
+from tests.support.schema import scratch_schema
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +33,8 @@ SCHEMA = "canal_confedit"
 
 @pytest.fixture
 def db(mariadb_settings: Any) -> Iterator[pymysql.connections.Connection]:
-    conn = pymysql.connect(**mariadb_settings.admin_kwargs(autocommit=True))
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-        cur.execute(f"CREATE DATABASE {SCHEMA}")
-        cur.execute(f"CREATE TABLE {SCHEMA}.items (id INT PRIMARY KEY, name VARCHAR(32), qty INT)")
-    yield conn
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-    conn.close()
+    with scratch_schema(mariadb_settings, SCHEMA, "items (id INT PRIMARY KEY, name VARCHAR(32), qty INT)") as conn:
+        yield conn
 
 
 def _insert(db: Any, first: int, n: int) -> None:

@@ -35,6 +35,7 @@ from pipelines.engine.reconcile import table_columns
 from pipelines.engine.sensor_state import SensorState
 from pipelines.engine.staging import load_window
 from tests.integration.pipeline_driver import Driver, make_config, mirror_multiset, source_multiset
+from tests.support.schema import scratch_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
@@ -45,16 +46,10 @@ NAME = f"{SCHEMA}.{TABLE}"
 
 @pytest.fixture
 def db(mariadb_settings: Any) -> Iterator[pymysql.connections.Connection]:
-    conn = pymysql.connect(**mariadb_settings.admin_kwargs(init_command="SET time_zone = '+00:00'"))
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-        cur.execute(f"CREATE DATABASE {SCHEMA}")
-        cur.execute(f"CREATE TABLE {SCHEMA}.{TABLE} (who INT NULL, page VARCHAR(16) NOT NULL, "
-                    "amount DECIMAL(6,2) NULL, note TEXT NULL) DEFAULT CHARSET=utf8mb4")
-    yield conn
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-    conn.close()
+    with scratch_schema(mariadb_settings, SCHEMA, f"{TABLE} (who INT NULL, page VARCHAR(16) NOT NULL, "
+                        "amount DECIMAL(6,2) NULL, note TEXT NULL) DEFAULT CHARSET=utf8mb4",
+                        init_command="SET time_zone = '+00:00'") as conn:
+        yield conn
 
 
 class Workload:

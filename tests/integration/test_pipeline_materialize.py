@@ -21,6 +21,7 @@ from pipelines.engine.lake import Lake
 from pipelines.engine.reconcile import table_columns
 from pipelines.engine.registry import registry_for
 from tests.integration.pipeline_driver import Driver, drive_until_idle, make_config, mirror_rows, source_rows
+from tests.support.schema import scratch_schema
 
 pytestmark = pytest.mark.integration
 
@@ -29,16 +30,10 @@ SCHEMA = "canal_materialize"
 
 @pytest.fixture
 def db(mariadb_settings: Any) -> Iterator[pymysql.connections.Connection]:
-    conn = pymysql.connect(**mariadb_settings.admin_kwargs(autocommit=True))
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-        cur.execute(f"CREATE DATABASE {SCHEMA}")
-        cur.execute(f"CREATE TABLE {SCHEMA}.accounts (id INT PRIMARY KEY, owner VARCHAR(32), balance DECIMAL(10,2))")
-        cur.execute(f"CREATE TABLE {SCHEMA}.events (id INT PRIMARY KEY, kind VARCHAR(16))")
-    yield conn
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-    conn.close()
+    with scratch_schema(mariadb_settings, SCHEMA,
+                        "accounts (id INT PRIMARY KEY, owner VARCHAR(32), balance DECIMAL(10,2))",
+                        "events (id INT PRIMARY KEY, kind VARCHAR(16))") as conn:
+        yield conn
 
 
 def _write(db: Any, first: int, n: int) -> None:

@@ -16,6 +16,7 @@ from pipelines.engine.source import CanalSource, EmbeddedCanalSource, RemoteCana
 from tests.integration.pipeline_driver import make_config
 from tests.integration.test_pipeline_remote import Server
 from tests.support.net import free_port
+from tests.support.schema import scratch_schema
 
 pytestmark = pytest.mark.integration
 
@@ -24,15 +25,8 @@ SCHEMA = "canal_sources_it"
 
 @pytest.fixture
 def db(mariadb_settings: Any) -> Iterator[pymysql.connections.Connection]:
-    conn = pymysql.connect(**mariadb_settings.admin_kwargs(autocommit=True))
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-        cur.execute(f"CREATE DATABASE {SCHEMA}")
-        cur.execute(f"CREATE TABLE {SCHEMA}.t (id INT PRIMARY KEY, v VARCHAR(64) NOT NULL)")
-    yield conn
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
-    conn.close()
+    with scratch_schema(mariadb_settings, SCHEMA, "t (id INT PRIMARY KEY, v VARCHAR(64) NOT NULL)") as conn:
+        yield conn
 
 
 _ids = itertools.count()

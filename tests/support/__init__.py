@@ -1,1 +1,1 @@
-"""Helpers shared by the unit, integration and chaos tests: ports and network faults."""
+"""Helpers shared by the unit, integration and chaos tests: ports, network faults, server conf, scratch schemas."""
