@@ -189,6 +189,17 @@ def make_event(type_code: int, body: bytes, *, checksum: bool, timestamp: int = 
     return raw
 
 
+def packed(n: int) -> bytes:
+    """``n`` as a MySQL packed (length-encoded) integer: one byte below 251, else 0xFC/0xFD/0xFE and 2/3/8 bytes."""
+    if n < 251:
+        return bytes([n])
+    if n < 1 << 16:
+        return b"\xfc" + n.to_bytes(2, "little")
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + n.to_bytes(8, "little")
+
+
 def fix_length_and_crc(raw: bytes, *, checksum: bool) -> bytes:
     """Rewrite event_length to len(raw) and (optionally) recompute the CRC32 trailer."""
     b = bytearray(raw)

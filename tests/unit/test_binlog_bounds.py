@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from fixture_support import make_event, require_fixtures, walk_headers
+from fixture_support import make_event, packed, require_fixtures, walk_headers
 
 from canal_core.binlog import (
     DEFAULT_MAX_EVENT_SIZE,
@@ -66,16 +66,6 @@ def fde_of(rel: str) -> bytes:
     h = walk_headers(data)[0]
     assert h.type_code == EventType.FORMAT_DESCRIPTION
     return data[:h.offset + h.length]
-
-
-def packed(n: int) -> bytes:
-    if n < 251:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
 
 
 def zeros_compressed(total: int, compress: object) -> bytes:

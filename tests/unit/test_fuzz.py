@@ -30,6 +30,7 @@ from fixture_support import (
     fixtures_root,
     load_binlog_bytes,
     make_event,
+    packed,
     require_fixtures,
     walk_headers,
 )
@@ -224,16 +225,6 @@ def test_truncated_events_every_length(data: st.DataObject) -> None:
                               f"{s.label}[:{cut}] fixed")
 
 
-def _packed(v: int) -> bytes:
-    if v < 251:
-        return bytes([v])
-    if v < 1 << 16:
-        return b"\xfc" + v.to_bytes(2, "little")
-    if v < 1 << 24:
-        return b"\xfd" + v.to_bytes(3, "little")
-    return b"\xfe" + v.to_bytes(8, "little")
-
-
 @functools.cache
 def payload_samples() -> tuple[tuple[Sample, list[tuple[int, int]], int], ...]:
     """TRANSACTION_PAYLOAD samples with their TLV header fields [(type, value)] and the payload offset."""
@@ -273,8 +264,8 @@ def test_transaction_payload_header_fields(data: st.DataObject) -> None:
         new[data.draw(st.integers(0, len(fields) - 1), label="field")] = data.draw(_TLV_VALUE, label="value")
     header = b""
     for (t, v), nv in zip(fields, new, strict=True):
-        val = _packed(v if nv is None else nv)
-        header += bytes([t]) + _packed(len(val)) + val
+        val = packed(v if nv is None else nv)
+        header += bytes([t]) + packed(len(val)) + val
     raw = fix_length_and_crc(s.raw[:19] + header + b"\x00" + s.raw[start:], checksum=s.checksum)
     decode_only_typed(copy.deepcopy(s.decoder), raw, s.position, f"{s.label} TLV values {new}")
 
@@ -289,8 +280,8 @@ def test_collation_ids_in_optional_metadata(collation: int, enum_collation: int,
     dec = BinlogDecoder(file="fuzz")
     dec.decode(_fde(_FDE80), 4)
     ctype, cmeta = column
-    om = (b"\x02" + _packed(len(_packed(collation))) + _packed(collation)
-          + b"\x0a" + _packed(len(_packed(enum_collation))) + _packed(enum_collation)
+    om = (b"\x02" + packed(len(packed(collation))) + packed(collation)
+          + b"\x0a" + packed(len(packed(enum_collation))) + packed(enum_collation)
           + b"\x06\x03\x01\x01a")
     body = ((7).to_bytes(6, "little") + b"\x01\x00" + b"\x01d\x00" + b"\x01t\x00" + b"\x02"
             + bytes([ctype, 254]) + bytes([len(cmeta) + 2]) + cmeta + b"\xf7\x01" + b"\x03" + om)
