@@ -8,20 +8,11 @@ import struct
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from canal_core.client.connector import CanalConnectionError, SimpleConnector
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    a, b = socket.socketpair()
-    yield a, b
-    a.close()
-    b.close()
 
 
 def _send_later(sock: socket.socket, data: bytes) -> threading.Thread:

@@ -52,14 +52,6 @@ def _sendall_quietly(sock: socket.socket, data: bytes) -> None:
         pass  # the reader gave up on purpose
 
 
-@pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
-    a, b = socket.socketpair()
-    yield a, b
-    a.close()
-    b.close()
-
-
 def _stream(sock: socket.socket, limit: int) -> Iterator[bytes]:
     rc = ReplicationConnection(read_timeout=3.0, heartbeat_period=0, max_event_size=limit)
     rc._file, rc._pos = "mysql-bin.000007", 1234
