@@ -298,20 +298,7 @@ do_start() {
 
 do_stop() { stop_server 0.2 admin shutdown; }
 
-do_status() {
-    local pid
-    pid="$(server_pid)"
-    if [[ -n "$pid" ]] && ping_ok; then
-        echo "$NAME: running (pid $pid, port $(configured_port), socket $SOCKET)"
-        return 0
-    fi
-    if [[ -n "$pid" ]]; then
-        echo "$NAME: not answering (pid $pid)"
-    else
-        echo "$NAME: stopped"
-    fi
-    return 1
-}
+do_status() { server_status "$NAME" "port $(configured_port), socket $SOCKET" ping_ok; }
 
 command -v mariadbd >/dev/null || { log "mariadbd not found: run scripts/setup.sh"; exit 1; }
 

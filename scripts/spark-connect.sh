@@ -186,21 +186,14 @@ do_start() {
 
 do_stop() { stop_server 0.3; }
 
-do_status() {
-    local pid port
-    pid="$(server_pid)"
+# True when a session opens on the recorded port.
+recorded_session_ok() {
+    local port
     port="$(recorded_port)"
-    if [[ -n "$pid" && -n "$port" ]] && session_ok "$port"; then
-        echo "spark-connect: running (pid $pid, sc://127.0.0.1:$port)"
-        return 0
-    fi
-    if [[ -n "$pid" ]]; then
-        echo "spark-connect: not answering (pid $pid)"
-    else
-        echo "spark-connect: stopped"
-    fi
-    return 1
+    [[ -n "$port" ]] && session_ok "$port"
 }
+
+do_status() { server_status spark-connect "sc://127.0.0.1:$(recorded_port)" recorded_session_ok; }
 
 [[ $# -ge 1 ]] || usage
 CMD="$1"

@@ -179,20 +179,7 @@ do_start() {
 
 do_stop() { stop_server 0.2; }
 
-do_status() {
-    local pid
-    pid="$(server_pid)"
-    if [[ -n "$pid" ]] && ruok "$(configured_port)"; then
-        echo "$NAME: running (pid $pid, 127.0.0.1:$(configured_port))"
-        return 0
-    fi
-    if [[ -n "$pid" ]]; then
-        echo "$NAME: not answering (pid $pid)"
-    else
-        echo "$NAME: stopped"
-    fi
-    return 1
-}
+do_status() { server_status "$NAME" "127.0.0.1:$(configured_port)" ruok "$(configured_port)"; }
 
 the_port() {
     local p

@@ -1,6 +1,6 @@
 # Shared by scripts/mariadb.sh, scripts/zookeeper.sh and scripts/spark-connect.sh (sourced, not run).
-# The sourcing script defines log() and, for choose_port / await_exit, PORT and STOP_TIMEOUT; for find_server and
-# stop_server, PIDFILE (stop_server also calls its server_pid()).
+# The sourcing script defines log() and, for choose_port / await_exit, PORT and STOP_TIMEOUT; for find_server,
+# stop_server and server_status, PIDFILE (the last two also call its server_pid()).
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -93,4 +93,22 @@ stop_server() {
     await_exit "$pid" "$poll"
     rm -f "$PIDFILE"
     log "stopped"
+}
+
+# server_status LABEL WHERE CHECK...: "LABEL: running (pid P, WHERE)" and status 0 when server_pid() names a process
+# and the command CHECK succeeds; else "LABEL: not answering (pid P)" or "LABEL: stopped", and status 1.
+server_status() {
+    local label="$1" where="$2" pid
+    shift 2
+    pid="$(server_pid)"
+    if [[ -n "$pid" ]] && "$@"; then
+        echo "$label: running (pid $pid, $where)"
+        return 0
+    fi
+    if [[ -n "$pid" ]]; then
+        echo "$label: not answering (pid $pid)"
+    else
+        echo "$label: stopped"
+    fi
+    return 1
 }
