@@ -23,6 +23,7 @@ import pytest
 
 from tests.integration.binlog_end import binlog_end
 from tests.support.net import free_port
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -103,13 +104,9 @@ with open(out, "w") as f:
 
 @pytest.fixture
 def table(admin_conn: Any) -> Iterator[str]:
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS canal_test.{TABLE}")
-        cur.execute(f"CREATE TABLE canal_test.{TABLE} (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2),"
-                    " created DATETIME, note VARCHAR(20) NULL) DEFAULT CHARSET=utf8mb4")
-    yield TABLE
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS canal_test.{TABLE}")
+    with scratch_table(admin_conn, f"canal_test.{TABLE}", "(id INT PRIMARY KEY, name VARCHAR(40), amount "
+                       "DECIMAL(10,2), created DATETIME, note VARCHAR(20) NULL) DEFAULT CHARSET=utf8mb4"):
+        yield TABLE
 
 
 def _select(admin_conn: Any) -> dict[str, dict[str, str | None]]:

@@ -18,6 +18,7 @@ from canal_core.binlog import BinlogDecoder
 from canal_core.binlog import events as E
 from canal_core.binlog.constants import EventType
 from canal_core.mysql import ReplicationConnection
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -43,14 +44,9 @@ def _position(s: Any) -> tuple[str, int]:
 
 @pytest.fixture
 def table(admin_conn: Any) -> Iterator[str]:
-    name = "canal_test.live_events"
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {name}")
-        cur.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, note VARCHAR(2000), big LONGBLOB, "
-                    "at DATETIME(6)) DEFAULT CHARSET=utf8mb4")
-    yield name
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {name}")
+    with scratch_table(admin_conn, "canal_test.live_events", "(id INT PRIMARY KEY, note VARCHAR(2000), big LONGBLOB, "
+                       "at DATETIME(6)) DEFAULT CHARSET=utf8mb4") as name:
+        yield name
 
 
 def test_gtid_list_and_gtid_events_match_the_server(mariadb_settings: Any, admin_conn: Any, table: str) -> None:

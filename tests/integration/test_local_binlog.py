@@ -16,6 +16,7 @@ from canal_core.binlog import BinlogDecoder, LocalBinlogReader
 from canal_core.binlog import events as E
 from canal_core.mysql import ReplicationConnection
 from tests.integration.binlog_end import binlog_end
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -28,13 +29,9 @@ def _scalar(conn: Any, sql: str) -> Any:
 
 @pytest.fixture
 def table(admin_conn: Any) -> Iterator[str]:
-    name = "canal_test.local_binlog"
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {name}")
-        cur.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,3))")
-    yield name
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {name}")
+    with scratch_table(admin_conn, "canal_test.local_binlog",
+                       "(id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,3))") as name:
+        yield name
 
 
 def _key(ev: E.Event) -> tuple[Any, ...]:

@@ -22,6 +22,7 @@ from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.metrics import MetricsServer
 from tests.support.conf import source, write_conf
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -81,12 +82,8 @@ def _start(server: CanalServerWithEmbedded, conf: Path) -> CanalInstance:
 
 @pytest.fixture
 def table(admin_conn: Any) -> Iterator[str]:
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        cur.execute(f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, v VARCHAR(20))")
-    yield TABLE
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    with scratch_table(admin_conn, TABLE, "(id INT PRIMARY KEY, v VARCHAR(20))") as name:
+        yield name
 
 
 def _scrape(port: int) -> tuple[str, dict[str, list[tuple[str, dict[str, str], float]]]]:

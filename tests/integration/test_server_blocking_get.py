@@ -16,6 +16,7 @@ from canal_core.client import SimpleConnector
 from canal_core.protocol.proto import CanalProtocol_pb2 as cp
 from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from tests.integration.server_process import PASSWORD, USER, RawClient, start_server, wait, write_conf
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +28,8 @@ FILTER = "canal.instance.filter.regex = canal_test\\\\.hs_q\n"
 
 @pytest.fixture
 def table(admin_conn: Any) -> Any:
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS canal_test.{TABLE}")
-        cur.execute(f"CREATE TABLE canal_test.{TABLE} (id INT PRIMARY KEY)")
-    yield TABLE
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS canal_test.{TABLE}")
+    with scratch_table(admin_conn, f"canal_test.{TABLE}", "(id INT PRIMARY KEY)"):
+        yield TABLE
 
 
 def row_ids(entries: list[ep.Entry]) -> list[int]:

@@ -1,4 +1,4 @@
-"""A scratch schema on the test MariaDB for one test: created empty with its tables, dropped afterwards."""
+"""Scratch schemas and tables on the test MariaDB for one test: created empty, dropped afterwards."""
 
 from __future__ import annotations
 
@@ -26,3 +26,17 @@ def scratch_schema(settings: Any, schema: str, *tables: str,
             cur.execute(f"DROP DATABASE IF EXISTS {schema}")
     finally:
         conn.close()
+
+
+@contextmanager
+def scratch_table(conn: pymysql.connections.Connection, name: str, definition: str) -> Iterator[str]:
+    """Table ``name`` (``schema.table``) recreated on ``conn`` as ``CREATE TABLE name definition``; yields the name
+    and drops the table afterwards."""
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {name}")
+        cur.execute(f"CREATE TABLE {name} {definition}")
+    try:
+        yield name
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {name}")
