@@ -87,7 +87,30 @@ def parse_address(address: Address | str) -> Address:
     return address[0], int(address[1])
 
 
-class SimpleConnector:
+class _AckingGet:
+    """get() of both connectors: get_without_ack, then ack of that batch, under the connector's (reentrant) lock so
+    no other request comes between the two."""
+
+    _lock: threading.RLock
+
+    def get_without_ack(self, batch_size: int = DEFAULT_BATCH_SIZE, timeout: int | None = None,
+                        unit: TimeUnit | int = TimeUnit.MILLISECONDS) -> Message:
+        raise NotImplementedError
+
+    def ack(self, batch_id: int) -> None:
+        raise NotImplementedError
+
+    def get(self, batch_size: int = DEFAULT_BATCH_SIZE, timeout: int | None = None,
+            unit: TimeUnit | int = TimeUnit.MILLISECONDS) -> Message:
+        """get_without_ack, then ack of that batch."""
+        with self._lock:
+            msg = self.get_without_ack(batch_size, timeout, unit)
+            if not msg.empty:
+                self.ack(msg.batch_id)
+            return msg
+
+
+class SimpleConnector(_AckingGet):
     """One server (Canal's SimpleCanalConnector). Not for concurrent use by several threads at once (a
     lock keeps each request and its reply together, so sharing is safe but serialised). ``max_frame_size``:
     the largest reply (bytes) accepted; a longer announced frame is a CanalConnectionError."""
@@ -336,15 +359,6 @@ class SimpleConnector:
                 raise CanalConnectionError(str(e)) from e
             return Message(batch_id, entries)
 
-    def get(self, batch_size: int = DEFAULT_BATCH_SIZE, timeout: int | None = None,
-            unit: TimeUnit | int = TimeUnit.MILLISECONDS) -> Message:
-        """get_without_ack, then ack of that batch."""
-        with self._lock:
-            msg = self.get_without_ack(batch_size, timeout, unit)
-            if not msg.empty:
-                self.ack(msg.batch_id)
-            return msg
-
     def ack(self, batch_id: int) -> None:
         """Confirm a batch (the oldest outstanding one). No reply: a refusal surfaces at the next request."""
         if batch_id == -1:
@@ -368,7 +382,7 @@ class SimpleConnector:
 AddressSource = Callable[[], Sequence[Address]]
 
 
-class ClusterConnector:
+class ClusterConnector(_AckingGet):
     """Several servers (Canal's ClusterCanalConnector): connects to the first address that answers; when
     the connection fails or the server goes away, tries the next one, in rounds with exponential backoff.
 
@@ -494,14 +508,6 @@ class ClusterConnector:
     def get_without_ack(self, batch_size: int = DEFAULT_BATCH_SIZE, timeout: int | None = None,
                         unit: TimeUnit | int = TimeUnit.MILLISECONDS) -> Message:
         return self._call(lambda c: c.get_without_ack(batch_size, timeout, unit))
-
-    def get(self, batch_size: int = DEFAULT_BATCH_SIZE, timeout: int | None = None,
-            unit: TimeUnit | int = TimeUnit.MILLISECONDS) -> Message:
-        with self._lock:
-            msg = self.get_without_ack(batch_size, timeout, unit)
-            if not msg.empty:
-                self.ack(msg.batch_id)
-            return msg
 
     def ack(self, batch_id: int) -> None:
         # not retried: after a failover the batch has been rolled back and will be delivered again
