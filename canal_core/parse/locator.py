@@ -507,12 +507,8 @@ class StartPositionLocator:
         event that began the transaction open there (each None when there is none)."""
         groups = _Groups()
         ending = containing = None
-        with contextlib.closing(self._events(file, BINLOG_START)) as events:
+        with contextlib.closing(self._events_before(file, position)) as events:
             for ev in events:
-                if ev.start is None:
-                    continue
-                if ev.file != file or ev.start >= position:
-                    break
                 starts, ends = groups.step(ev)
                 groups.apply(ev, starts, ends and ev.end <= position)
                 if ev.end == position:
@@ -613,12 +609,8 @@ class StartPositionLocator:
         groups = _Groups()
         gtids = _GtidState()
         open_gtid = ""
-        with contextlib.closing(self._events(file, BINLOG_START)) as events:
+        with contextlib.closing(self._events_before(file, position)) as events:
             for ev in events:
-                if ev.start is None:
-                    continue
-                if ev.file != file or ev.start >= position:
-                    break
                 starts, ends = groups.step(ev)
                 if starts:
                     gtid_before = gtids.text()
@@ -638,6 +630,17 @@ class StartPositionLocator:
         return None, ""
 
     # ---- the event stream -------------------------------------------------------------------------------
+    def _events_before(self, file: str, position: int) -> Generator[_Ev, None, None]:
+        """The events of ``file`` from its start that begin before ``position`` (the scan that places a position
+        among the transactions around it)."""
+        with contextlib.closing(self._events(file, BINLOG_START)) as events:
+            for ev in events:
+                if ev.start is None:
+                    continue
+                if ev.file != file or ev.start >= position:
+                    return
+                yield ev
+
     def _events(self, file: str, position: int) -> Generator[_Ev, None, None]:
         """A non-blocking dump from file:position, as ``_Ev``s, until the binlog's end or ``close()``."""
         conn = self._open()
