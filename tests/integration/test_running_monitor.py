@@ -74,6 +74,20 @@ def _monitor(zk: KazooClient, address: str, rec: Recorder, delay_s: float = 5.0)
                                 delay_s=delay_s)
 
 
+def _a_then_b(clients: Callable[..., KazooClient], settle: float, delay_s: float = 5.0,
+              ) -> tuple[KazooClient, tuple[ServerRunningMonitor, Recorder], tuple[ServerRunningMonitor, Recorder]]:
+    """Monitors for A and B on clients of their own: A started and active, then B started and given ``settle`` s to
+    look at the running node. A's client, then each monitor with its recorder."""
+    ra, rb = Recorder(), Recorder()
+    za = clients()
+    a, b = _monitor(za, A, ra, delay_s), _monitor(clients(), B, rb, delay_s)
+    a.start()
+    assert a.wait_for_active(5)
+    b.start()
+    time.sleep(settle)
+    return za, (a, ra), (b, rb)
+
+
 def _running(zk: KazooClient) -> dict[str, Any] | None:
     got = zk.exists(server_running_path(DEST))
     return json.loads(zk.get(server_running_path(DEST))[0]) if got else None
@@ -81,13 +95,7 @@ def _running(zk: KazooClient) -> dict[str, Any] | None:
 
 def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooClient]) -> None:
     look = clients()
-    ra, rb = Recorder(), Recorder()
-    za, zb = clients(), clients()
-    a, b = _monitor(za, A, ra), _monitor(zb, B, rb)
-    a.start()
-    assert a.wait_for_active(5)
-    b.start()
-    time.sleep(0.5)
+    za, (a, ra), (b, rb) = _a_then_b(clients, settle=0.5)
     try:
         assert a.is_active and not b.is_active and ra.kinds() == ["start"] and rb.kinds() == []
         assert look.get(server_running_path(DEST))[0] == b'{"active":true,"address":"10.0.0.1:11111"}'
@@ -117,13 +125,7 @@ def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooCl
 def test_previous_active_regrabs_at_once_after_its_session_expired(clients: Callable[..., KazooClient],
                                                                   zk_chroot: str) -> None:
     look = clients()
-    ra, rb = Recorder(), Recorder()
-    za, zb = clients(), clients()
-    a, b = _monitor(za, A, ra), _monitor(zb, B, rb)
-    a.start()
-    assert a.wait_for_active(5)
-    b.start()
-    time.sleep(0.3)
+    za, (a, ra), (b, rb) = _a_then_b(clients, settle=0.3)
     fence0 = a.fence.version
     try:
         # expire A's session from outside (a second connection with its id closes it): A did not release
@@ -150,13 +152,8 @@ DELAY = 3.0
 
 def test_stop_releases_and_a_standby_takes_over_after_its_delay(clients: Callable[..., KazooClient]) -> None:
     look = clients()
-    ra, rb = Recorder(), Recorder()
     # a delay long enough that B cannot compete again before the released node is looked at on a loaded machine
-    a, b = _monitor(clients(), A, ra, delay_s=DELAY), _monitor(clients(), B, rb, delay_s=DELAY)
-    a.start()
-    assert a.wait_for_active(5)
-    b.start()
-    time.sleep(0.3)
+    _, (a, ra), (b, rb) = _a_then_b(clients, settle=0.3, delay_s=DELAY)
     a.stop()
     t_b = wait_for(lambda: b.is_active, DELAY + 10)  # upper bounds with room for a loaded machine
     try:
