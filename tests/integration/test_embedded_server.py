@@ -18,6 +18,7 @@ from canal_core.meta import BatchNotExistError, BatchOrderError
 from canal_core.protocol.identity import ClientIdentity
 from canal_core.server.embedded import CanalServerWithEmbedded
 from tests.support.conf import source, write_conf
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +41,8 @@ def _instance(conf: Path) -> CanalInstance:
 
 @pytest.fixture
 def table(admin_conn: Any) -> Iterator[str]:
-    with admin_conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS canal_test.inst_t")
-        cur.execute("CREATE TABLE canal_test.inst_t (id INT PRIMARY KEY, v VARCHAR(20))")
-    yield "inst_t"
-    with admin_conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS canal_test.inst_t")
+    with scratch_table(admin_conn, "canal_test.inst_t", "(id INT PRIMARY KEY, v VARCHAR(20))"):
+        yield "inst_t"
 
 
 def _ids(msg_entries: list[bytes]) -> list[int]:
