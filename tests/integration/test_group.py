@@ -18,6 +18,7 @@ from canal_core.instance.instance import CanalInstance, GroupCanalInstance
 from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
+from tests.support.conf import write_conf
 
 pytestmark = pytest.mark.integration
 
@@ -53,17 +54,13 @@ def tables(mariadb_settings: Any, second_port: int) -> Iterator[tuple[int, int]]
 
 
 def _conf(tmp: Path, a: int, b: int) -> Path:
-    conf = tmp / "conf"
-    (conf / "example").mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = example\ncanal.auto.scan = false\n"
-        f"canal.file.data.dir = {tmp / 'data'}\ncanal.file.flush.period = 0\n"
-        "canal.instance.example.spring.xml = classpath:spring/group-instance.xml\n")
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master1.address = 127.0.0.1:{a}\ncanal.instance.master2.address = 127.0.0.1:{b}\n"
-        "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.grp_.*\n")
-    return conf
+    return write_conf(tmp, "canal.destinations = example\ncanal.auto.scan = false\n"
+                      f"canal.file.data.dir = {tmp / 'data'}\ncanal.file.flush.period = 0\n"
+                      "canal.instance.example.spring.xml = classpath:spring/group-instance.xml\n",
+                      {"example": f"canal.instance.master1.address = 127.0.0.1:{a}\n"
+                                  f"canal.instance.master2.address = 127.0.0.1:{b}\n"
+                                  "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
+                                  "canal.instance.filter.regex = canal_test\\\\.grp_.*\n"})
 
 
 def _start(conf: Path) -> tuple[CanalServerWithEmbedded, Any]:

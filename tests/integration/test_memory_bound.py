@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.conf import source, write_conf
+
 pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
@@ -24,18 +26,12 @@ PEAK_RSS_BOUND_MB = 300
 
 
 def test_500mb_burst_in_a_4mb_store(mariadb_settings: Any, admin_conn: Any, tmp_path: Path) -> None:
-    conf = tmp_path / "conf"
-    (conf / "example").mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = example\ncanal.auto.scan = false\n"
-        f"canal.file.data.dir = {tmp_path / 'data'}\n"
-        # MEMSIZE bound = buffer.size x memunit = 4096 x 1024 = 4 MB
-        "canal.instance.memory.buffer.size = 4096\ncanal.instance.memory.buffer.memunit = 1024\n"
-        "canal.instance.memory.batch.mode = MEMSIZE\ncanal.instance.transaction.size = 1024\n")
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{mariadb_settings.port}\n"
-        "canal.instance.dbUsername = canal\ncanal.instance.dbPassword = canal\n"
-        "canal.instance.filter.regex = canal_test\\\\.mem_.*\n")
+    conf = write_conf(tmp_path, "canal.destinations = example\ncanal.auto.scan = false\n"
+                      f"canal.file.data.dir = {tmp_path / 'data'}\n"
+                      # MEMSIZE bound = buffer.size x memunit = 4096 x 1024 = 4 MB
+                      "canal.instance.memory.buffer.size = 4096\ncanal.instance.memory.buffer.memunit = 1024\n"
+                      "canal.instance.memory.batch.mode = MEMSIZE\ncanal.instance.transaction.size = 1024\n",
+                      {"example": source(mariadb_settings.port, "canal_test\\\\.mem_.*")})
     with admin_conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS canal_test.mem_big, canal_test.mem_small")
         cur.execute("CREATE TABLE canal_test.mem_big (id INT PRIMARY KEY, payload LONGTEXT)")

@@ -30,6 +30,8 @@ from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.protocol.zkpaths import mark_node
 from canal_core.server.embedded import CanalServerWithEmbedded
+from tests.support.conf import write_conf
+from tests.support.schema import scratch_table
 
 pytestmark = pytest.mark.integration
 
@@ -289,29 +291,21 @@ def _drain(server: CanalServerWithEmbedded, client: ClientIdentity, want: set[in
 
 @pytest.fixture
 def zk_table(admin_conn: Any) -> Iterator[str]:
-    with admin_conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS canal_test.zk_meta_t")
-        cur.execute("CREATE TABLE canal_test.zk_meta_t (id INT PRIMARY KEY, v VARCHAR(20))")
-    yield "zk_meta_t"
-    with admin_conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS canal_test.zk_meta_t")
+    with scratch_table(admin_conn, "canal_test.zk_meta_t", "(id INT PRIMARY KEY, v VARCHAR(20))"):
+        yield "zk_meta_t"
 
 
 def test_period_mixed_instance_resumes_from_its_zookeeper_cursor(mariadb_settings: Any, admin_conn: Any,
                                                                  zk_table: str, zk_chroot: str, zk: KazooClient,
                                                                  tmp_path: Path) -> None:
-    conf = tmp_path / "conf"
-    (conf / "example").mkdir(parents=True)
-    (conf / "canal.properties").write_text(
-        "canal.destinations = example\n"
-        f"canal.file.data.dir = {tmp_path / 'data'}\n"
-        "canal.instance.global.spring.xml = classpath:spring/default-instance.xml\n"
-        f"canal.zkServers = {zk_chroot}\n"
-        "canal.zookeeper.flush.period = 200\n"
-        "canal.instance.memory.batch.mode = ITEMSIZE\n")
-    (conf / "example" / "instance.properties").write_text(
-        f"canal.instance.master.address = 127.0.0.1:{mariadb_settings.port}\n"
-        "canal.instance.filter.regex = canal_test\\\\.zk_meta_t\n")
+    conf = write_conf(tmp_path, "canal.destinations = example\n"
+                      f"canal.file.data.dir = {tmp_path / 'data'}\n"
+                      "canal.instance.global.spring.xml = classpath:spring/default-instance.xml\n"
+                      f"canal.zkServers = {zk_chroot}\n"
+                      "canal.zookeeper.flush.period = 200\n"
+                      "canal.instance.memory.batch.mode = ITEMSIZE\n",
+                      {"example": f"canal.instance.master.address = 127.0.0.1:{mariadb_settings.port}\n"
+                                  "canal.instance.filter.regex = canal_test\\\\.zk_meta_t\n"})
     client = ClientIdentity("example", 1001, "")
 
     def run(ids: range) -> list[int]:
