@@ -278,20 +278,7 @@ do_start() {
         setsid mariadbd --defaults-file="$CNF" </dev/null >>"$BASE/mariadbd.out" 2>&1 &
         pid=$!
     fi
-    local deadline=$((SECONDS + START_TIMEOUT))
-    until ping_ok; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "mariadbd (pid $pid) exited during startup"
-            error_tail
-            exit 1
-        fi
-        if (( SECONDS >= deadline )); then
-            log "server did not answer within ${START_TIMEOUT}s"
-            error_tail
-            exit 1
-        fi
-        sleep 0.3
-    done
+    await_start "$pid" mariadbd error_tail 0.3 ping_ok
     ensure_accounts
     log "running (pid $pid, port $(configured_port), socket $SOCKET)"
 }

@@ -115,6 +115,9 @@ logger.deltascan.level = fatal
 EOF
 }
 
+# True when the server on port $1 listens and opens a session.
+port_answers() { port_busy "$1" && session_ok "$1"; }
+
 do_start() {
     local pid port
     pid="$(server_pid)"
@@ -159,21 +162,7 @@ do_start() {
         pid=$!
         echo "$pid" >"$PIDFILE"
     fi
-    local deadline=$((SECONDS + START_TIMEOUT))
-    until port_busy "$port" && session_ok "$port"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "the server (pid $pid) exited during startup"
-            log_tail
-            rm -f "$PIDFILE"
-            exit 1
-        fi
-        if (( SECONDS >= deadline )); then
-            log "the server did not accept a session within ${START_TIMEOUT}s (pid $pid still running; stop it with $0 stop)"
-            log_tail
-            exit 1
-        fi
-        sleep 1
-    done
+    await_start "$pid" "the Spark Connect server" log_tail 1 port_answers "$port"
     if [[ -n "$fresh" && "${CANAL_SPARK_CONNECT_WARMUP:-1}" != "0" ]]; then
         local took
         took="$("$PY" -m pipelines.engine.sparkenv connect-warm-up --url "sc://127.0.0.1:$port" --scratch "$DIR/warm-up" \

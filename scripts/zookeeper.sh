@@ -160,20 +160,7 @@ do_start() {
         pid=$!
         echo "$pid" >"$PIDFILE"
     fi
-    local deadline=$((SECONDS + START_TIMEOUT))
-    until ruok "$PORT"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "ZooKeeper (pid $pid) exited during startup"
-            log_tail
-            exit 1
-        fi
-        if (( SECONDS >= deadline )); then
-            log "server did not answer ruok within ${START_TIMEOUT}s"
-            log_tail
-            exit 1
-        fi
-        sleep 0.3
-    done
+    await_start "$pid" ZooKeeper log_tail 0.3 ruok "$PORT"
     log "running (pid $pid, 127.0.0.1:$PORT)"
 }
 

@@ -1,6 +1,7 @@
 # Shared by scripts/mariadb.sh, scripts/zookeeper.sh and scripts/spark-connect.sh (sourced, not run).
-# The sourcing script defines log() and, for choose_port / await_exit, PORT and STOP_TIMEOUT; for find_server,
-# stop_server and server_status, PIDFILE (the last two also call its server_pid()).
+# The sourcing script defines log(); PORT for choose_port, STOP_TIMEOUT for await_exit, START_TIMEOUT for
+# await_start; PIDFILE for find_server, await_start, stop_server and server_status (the last two also call its
+# server_pid()).
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -57,14 +58,14 @@ find_server() {
     local tag="$1" pid="" f c
     [[ -f "$PIDFILE" ]] && pid="$(tr -dc '0-9' <"$PIDFILE" || true)"
     if [[ -n "$pid" && -r "/proc/$pid/cmdline" ]]; then
-        c="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+        c="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" || true)"
         if [[ "$c" == *"$tag"* ]]; then
             echo "$pid"
             return 0
         fi
     fi
     for f in /proc/[0-9]*/cmdline; do
-        c="$(tr '\0' ' ' <"$f" 2>/dev/null || true)"
+        c="$(tr '\0' ' ' 2>/dev/null <"$f" || true)"
         if [[ "$c" == *"$tag"* ]]; then
             f="${f#/proc/}"
             echo "${f%/cmdline}"
@@ -111,4 +112,27 @@ server_status() {
         echo "$label: stopped"
     fi
     return 1
+}
+
+# await_start PID WHAT TAIL POLL CHECK...: wait up to $START_TIMEOUT s, polling every POLL s, for the command CHECK
+# to succeed. When PID (the starting server) exits first or the time runs out: say so, run TAIL (a function that
+# shows the end of the server's log) and exit 1; a server that died leaves no pid file behind.
+await_start() {
+    local pid="$1" what="$2" tail="$3" poll="$4"
+    shift 4
+    local deadline=$((SECONDS + START_TIMEOUT))
+    until "$@"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            log "$what (pid $pid) exited during startup"
+            "$tail"
+            rm -f "$PIDFILE"
+            exit 1
+        fi
+        if (( SECONDS >= deadline )); then
+            log "$what did not answer within ${START_TIMEOUT}s (pid $pid still running; stop it with $0 stop${NAME:+ $NAME})"
+            "$tail"
+            exit 1
+        fi
+        sleep "$poll"
+    done
 }
