@@ -9,6 +9,8 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +154,17 @@ class Served:
 
     def connector(self, dest: str = "d1", password: str = PASSWORD, **kw: Any) -> SimpleConnector:
         return SimpleConnector(self.addr, dest, USER, password, **kw)
+
+    @contextmanager
+    def subscribed(self, dest: str = "d1") -> Iterator[SimpleConnector]:
+        """A connector connected to ``dest`` and subscribed (the destination's filter); disconnected afterwards."""
+        conn = self.connector(dest)
+        conn.connect()
+        try:
+            conn.subscribe()
+            yield conn
+        finally:
+            conn.disconnect()
 
 
 # ---- a raw protocol client, written from the wire format (not our connector) ---------------------

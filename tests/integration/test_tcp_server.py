@@ -245,10 +245,7 @@ def test_ack_without_reply_and_errors(served: Served, admin_conn: Any) -> None:
 
 
 def test_connector_reads_ack_error_at_next_request(served: Served, admin_conn: Any) -> None:
-    conn = served.connector()
-    conn.connect()
-    try:
-        conn.subscribe()
+    with served.subscribed() as conn:
         write_rows(admin_conn, TABLE_A, 1, 6)
         a = conn.get_without_ack(3, 3, TimeUnit.SECONDS)
         b = conn.get_without_ack(3, 3, TimeUnit.SECONDS)
@@ -265,15 +262,10 @@ def test_connector_reads_ack_error_at_next_request(served: Served, admin_conn: A
         conn.rollback()
         want = select_rows(admin_conn, TABLE_A)
         assert drain(conn, TABLE_A, want) == want
-    finally:
-        conn.disconnect()
 
 
 def test_rollback_regets_the_same_entries(served: Served, admin_conn: Any) -> None:
-    conn = served.connector()
-    conn.connect()
-    try:
-        conn.subscribe()
+    with served.subscribed() as conn:
         write_rows(admin_conn, TABLE_A, 10, 8)
         a = conn.get_without_ack(4, 3, TimeUnit.SECONDS)
         b = conn.get_without_ack(4, 3, TimeUnit.SECONDS)
@@ -294,8 +286,6 @@ def test_rollback_regets_the_same_entries(served: Served, admin_conn: Any) -> No
         conn.rollback()
         want = select_rows(admin_conn, TABLE_A)
         assert drain(conn, TABLE_A, want, state) == want and len(want) == 7
-    finally:
-        conn.disconnect()
 
 
 def test_another_client_connecting_does_not_rewind(served: Served, admin_conn: Any) -> None:
