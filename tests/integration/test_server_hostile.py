@@ -7,6 +7,8 @@ from __future__ import annotations
 import resource
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,20 @@ def _enough_files() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
 
 
-def _server(mariadb_settings: Any, tmp_path: Path, extra: str = "", **kw: Any) -> ServerProcess:
+@contextmanager
+def _serving(mariadb_settings: Any, tmp_path: Path, extra: str = "",
+             **kw: Any) -> Iterator[tuple[ServerProcess, list[RawClient]]]:
+    """A canal-server process (``extra`` canal.properties lines) and a list for the test's raw clients; the
+    clients are closed and the server stopped afterwards."""
     conf = write_conf(tmp_path, mariadb_settings.port, {"example": FILTER}, canal_extra=extra)
-    return start_server(conf, tmp_path / "logs", **kw)
+    server = start_server(conf, tmp_path / "logs", **kw)
+    clients: list[RawClient] = []
+    try:
+        yield server, clients
+    finally:
+        for c in clients:
+            c.close()
+        server.stop()
 
 
 def _honest(server: ServerProcess) -> None:
@@ -53,18 +66,11 @@ def _open_idle(server: ServerProcess, n: int) -> list[RawClient]:
     return [RawClient(server.address, handshake=False) for _ in range(n)]
 
 
-def _close_all(clients: list[RawClient]) -> None:
-    for c in clients:
-        c.close()
-
-
 def test_idle_connections_beyond_the_cap_and_the_files_limit(mariadb_settings: Any, tmp_path: Path) -> None:
     # an open-files limit of 256 (canal.tcp.max.connections stays at its default, 1000): without a cap the
     # connections take every descriptor and the status writer's EMFILE ends the process
-    server = _server(mariadb_settings, tmp_path, nofile=256)
-    idle: list[RawClient] = []
-    try:
-        idle = _open_idle(server, 400)
+    with _serving(mariadb_settings, tmp_path, nofile=256) as (server, idle):
+        idle.extend(_open_idle(server, 400))
         written = server.status().get("time", 0)
         wait(lambda: server.status().get("time", 0) > written, 10, "status.json written after the flood")
         assert server.alive()
@@ -72,16 +78,11 @@ def test_idle_connections_beyond_the_cap_and_the_files_limit(mariadb_settings: A
         _honest(server)
         assert "canal.tcp.max.connections 1000 lowered to 224" in server.log()
         assert server.alive()
-    finally:
-        _close_all(idle)
-        server.stop()
 
 
 def test_connection_cap_closes_the_oldest_unauthenticated(mariadb_settings: Any, tmp_path: Path) -> None:
-    server = _server(mariadb_settings, tmp_path, "canal.tcp.max.connections = 20\n")
-    idle: list[RawClient] = []
-    try:
-        idle = _open_idle(server, 60)
+    with _serving(mariadb_settings, tmp_path, "canal.tcp.max.connections = 20\n") as (server, idle):
+        idle.extend(_open_idle(server, 60))
         wait(lambda: sum(c.closed_by_server(0.01) for c in idle[:40]) == 40, 10, "the oldest 40 closed")
         assert not any(c.closed_by_server(0.01) for c in idle[40:])
         _honest(server)  # its connection made the oldest remaining idle one go
@@ -103,15 +104,10 @@ def test_connection_cap_closes_the_oldest_unauthenticated(mariadb_settings: Any,
              "the authenticated clients gone")
         _honest(server)
         assert "refused: 20 connections (canal.tcp.max.connections)" in server.log()
-    finally:
-        _close_all(idle)
-        server.stop()
 
 
 def test_unauthenticated_connections_cost_little_and_time_out(mariadb_settings: Any, tmp_path: Path) -> None:
-    server = _server(mariadb_settings, tmp_path, "canal.tcp.auth.timeout = 2\n")
-    clients: list[RawClient] = []
-    try:
+    with _serving(mariadb_settings, tmp_path, "canal.tcp.auth.timeout = 2\n") as (server, clients):
         rss0 = server.rss_mb()
         # 40 connections each announce a 16 MiB ClientAuth and send 2 MiB of it
         chunk = b"\0" * (1 << 20)
@@ -134,15 +130,11 @@ def test_unauthenticated_connections_cost_little_and_time_out(mariadb_settings: 
         assert silent.closed_by_server(10)
         assert 1.5 < time.monotonic() - t0 < 6
         _honest(server)
-    finally:
-        _close_all(clients)
-        server.stop()
 
 
 def test_failed_auth_closes_and_backs_off(mariadb_settings: Any, tmp_path: Path) -> None:
-    server = _server(mariadb_settings, tmp_path,
-                     "canal.tcp.auth.backoff = 100\ncanal.tcp.auth.backoff.max = 800\n")
-    try:
+    with _serving(mariadb_settings, tmp_path,
+                  "canal.tcp.auth.backoff = 100\ncanal.tcp.auth.backoff.max = 800\n") as (server, _):
         guesser = RawClient(server.address, source="127.0.0.7")
         assert guesser.auth(password="guess-0").error_code == 400
         assert guesser.closed_by_server(5), "a connection may try one password"
@@ -167,14 +159,11 @@ def test_failed_auth_closes_and_backs_off(mariadb_settings: Any, tmp_path: Path)
         assert again.auth(password="guess-6").error_code == 400
         assert time.monotonic() - t0 < 0.5
         again.close()
-    finally:
-        server.stop()
 
 
 def test_log_lines_cannot_be_forged_flooded_or_grow_forever(mariadb_settings: Any, tmp_path: Path) -> None:
-    server = _server(mariadb_settings, tmp_path,
-                     "canal.log.file.max.bytes = 10000\ncanal.log.file.backups = 2\n")
-    try:
+    with _serving(mariadb_settings, tmp_path,
+                  "canal.log.file.max.bytes = 10000\ncanal.log.file.backups = 2\n") as (server, _):
         forged = "x\n2026-01-01 00:00:00,000 WARNING [main] canal_core.server - FORGED\r\u2028"
         c = RawClient(server.address, source="127.0.2.1")
         assert c.auth(user=forged, password="nope").error_code == 400
@@ -196,5 +185,3 @@ def test_log_lines_cannot_be_forged_flooded_or_grow_forever(mariadb_settings: An
         assert [p.name for p in logs] == ["canal.log", "canal.log.1", "canal.log.2"]
         assert all(p.stat().st_size <= 10000 for p in logs)
         assert server.alive()
-    finally:
-        server.stop()
