@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,30 @@ def clean(admin_conn: Any) -> Iterator[None]:
         cur.execute("DROP TABLE IF EXISTS canal_test.parser_t, canal_test.parser_u")
 
 
+@pytest.fixture
+def parser_t(admin_conn: Any, clean: None) -> None:
+    """canal_test.parser_t, created before the test's parser starts (``clean`` drops it afterwards)."""
+    with admin_conn.cursor() as cur:
+        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
+
+
 def _parser(s: Any, tmp: Path, sink: Collector, history: SchemaHistory, **config: Any) -> EventParser:
     cfg = ParserConfig(destination="example", master=SourceConfig(s.host, s.port, s.repl_user, s.repl_password),
                        heartbeat_period=1.0, reconnect_min=0.2, **config)
     return EventParser(cfg, sink=sink, history=history, positions=FilePositionManager(tmp / "meta"),
                        converter_factory=lambda ident: EntryConverter(ident, timezone="UTC"),
                        event_filter=EventFilter.from_config({"canal.instance.filter.regex": "canal_test\\.parser_.*"}))
+
+
+@contextmanager
+def _running(parser: EventParser) -> Iterator[EventParser]:
+    """The parser started and given 0.5 s to locate the current end; stopped afterwards."""
+    parser.start()
+    try:
+        time.sleep(0.5)
+        yield parser
+    finally:
+        parser.stop()
 
 
 def _bootstrap(s: Any, tmp: Path) -> SchemaHistory:
@@ -74,14 +93,18 @@ def _bootstrap(s: Any, tmp: Path) -> SchemaHistory:
         conn.close()
 
 
+def _bootstrapped_parser(s: Any, tmp: Path) -> tuple[EventParser, Collector]:
+    """A parser on a history bootstrapped from the server's canal_test schema, and the sink it delivers to."""
+    sink = Collector()
+    return _parser(s, tmp, sink, _bootstrap(s, tmp)), sink
+
+
 def test_parser_streams_entries_and_resumes_from_its_position(mariadb_settings: Any, admin_conn: Any,
                                                                clean: None, tmp_path: Path) -> None:
     history = _bootstrap(mariadb_settings, tmp_path)
     sink = Collector()
     parser = _parser(mariadb_settings, tmp_path, sink, history)
-    parser.start()
-    try:
-        time.sleep(0.5)  # the parser has located the current end
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
             cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'a', 1.50), (2, 'b', 2.25)")
@@ -90,8 +113,6 @@ def test_parser_streams_entries_and_resumes_from_its_position(mariadb_settings: 
             cur.execute("INSERT INTO canal_test.parser_t VALUES (3, 'c', 3.00)")
             cur.execute("DELETE FROM canal_test.parser_t WHERE id = 2")
         got = sink.wait(lambda es: any(e.event_type == EVENT_DELETE for e in es))
-    finally:
-        parser.stop()
     assert parser.last_error is None, parser.last_error
     ddl = [(e.event_type, e.sql) for e in got if e.entry_type == ROWDATA and e.sql]
     assert [t for t, _ in ddl] == [EVENT_CREATE, EVENT_ALTER]
@@ -140,16 +161,12 @@ def test_rows_of_a_table_the_history_does_not_know_stop_the_parser(mariadb_setti
         conn.close()
     sink = Collector()
     parser = _parser(mariadb_settings, tmp_path, sink, history)
-    parser.start()
-    try:
-        time.sleep(0.5)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_u VALUES (1)")
         deadline = time.monotonic() + 15
         while parser.running and time.monotonic() < deadline:
             time.sleep(0.05)
-    finally:
-        parser.stop()
     err = parser.last_error
     assert err is not None and type(err).__name__ == "UnknownTableError", err
     health = parser.health  # stopped for good, and says why
@@ -165,17 +182,11 @@ def _dump_threads(admin_conn: Any) -> list[int]:
         return [r[0] for r in cur.fetchall()]
 
 
-def test_parser_reconnects_after_its_dump_is_killed(mariadb_settings: Any, admin_conn: Any, clean: None,
+def test_parser_reconnects_after_its_dump_is_killed(mariadb_settings: Any, admin_conn: Any, parser_t: None,
                                                     tmp_path: Path) -> None:
-    with admin_conn.cursor() as cur:
-        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
-    history = _bootstrap(mariadb_settings, tmp_path)
-    sink = Collector()
-    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser, sink = _bootstrapped_parser(mariadb_settings, tmp_path)
     before = set(_dump_threads(admin_conn))
-    parser.start()
-    try:
-        time.sleep(0.5)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'before', 1)")
         sink.wait(lambda es: len(_rows(es, "parser_t")) == 1)
@@ -187,8 +198,6 @@ def test_parser_reconnects_after_its_dump_is_killed(mariadb_settings: Any, admin
                 cur.execute("INSERT INTO canal_test.parser_t VALUES (%s, 'after', %s)", (i, i))
         got = sink.wait(lambda es: {r[0] for _, r in _rows(es, "parser_t")} >= {1, 2, 3, 4, 5})
         health, current = parser.health, parser.last_error
-    finally:
-        parser.stop()
     ids = [r[0] for _, r in _rows(got, "parser_t")]
     # resumed from the last boundary: every row once (nothing lost, the completed one not repeated)
     assert ids == [1, 2, 3, 4, 5], ids
@@ -200,11 +209,9 @@ def test_parser_reconnects_after_its_dump_is_killed(mariadb_settings: Any, admin
 
 
 def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings: Any, admin_conn: Any,
-                                                                 clean: None, tmp_path: Path) -> None:
+                                                                 parser_t: None, tmp_path: Path) -> None:
     from canal_core.parse.locator import StartConfig
 
-    with admin_conn.cursor() as cur:
-        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
     history = _bootstrap(mariadb_settings, tmp_path)
 
     def gtid_parser(sink: Collector, hist: SchemaHistory) -> EventParser:
@@ -214,16 +221,12 @@ def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings
 
     sink = Collector()
     parser = gtid_parser(sink, history)
-    parser.start()
-    try:
-        time.sleep(0.5)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'g1', 1)")
             cur.execute("SELECT @@gtid_binlog_pos")
             pos_after_1 = cur.fetchone()[0]
         got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 1 and any(e.entry_type == END for e in es))
-    finally:
-        parser.stop()
     assert parser.last_error is None, parser.last_error
     # the entry headers carry the executed GTID set; the stored position has it too
     end = [e for e in got if e.entry_type == END][-1]
@@ -251,24 +254,16 @@ def test_gtid_mode_carries_the_executed_set_and_resumes_by_gtid(mariadb_settings
 
 
 def test_without_gtid_mode_entries_and_positions_carry_no_gtid(mariadb_settings: Any, admin_conn: Any,
-                                                               clean: None, tmp_path: Path) -> None:
+                                                               parser_t: None, tmp_path: Path) -> None:
     # canal.instance.gtidon=false (the default): Canal's decoder has no GTID set, so no entry header carries
     # one (Header.gtid empty, no curtGtid props), although MariaDB writes a GTID for every transaction
     import json
 
-    with admin_conn.cursor() as cur:
-        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
-    history = _bootstrap(mariadb_settings, tmp_path)
-    sink = Collector()
-    parser = _parser(mariadb_settings, tmp_path, sink, history)
-    parser.start()
-    try:
-        time.sleep(0.5)
+    parser, sink = _bootstrapped_parser(mariadb_settings, tmp_path)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'n1', 1)")
         got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 1 and any(e.entry_type == END for e in es))
-    finally:
-        parser.stop()
     assert parser.last_error is None, parser.last_error
     tx = [e for e in got if e.entry_type in (BEGIN, ROWDATA, END)][-3:]
     assert [e.entry_type for e in tx] == [BEGIN, ROWDATA, END]
@@ -279,27 +274,19 @@ def test_without_gtid_mode_entries_and_positions_carry_no_gtid(mariadb_settings:
     assert stored["postion"]["gtid"] == "", stored
 
 
-def test_field_filter_drops_columns_from_entries(mariadb_settings: Any, admin_conn: Any, clean: None,
+def test_field_filter_drops_columns_from_entries(mariadb_settings: Any, admin_conn: Any, parser_t: None,
                                                  tmp_path: Path) -> None:
     from canal_core.binlog import ABSENT
     from canal_core.entry.model import CanalEntry
 
-    with admin_conn.cursor() as cur:
-        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
-    history = _bootstrap(mariadb_settings, tmp_path)
-    sink = Collector()
-    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser, sink = _bootstrapped_parser(mariadb_settings, tmp_path)
     parser.filter = EventFilter.from_config({"canal.instance.filter.regex": "canal_test\\.parser_.*",
                                              "canal.instance.filter.field": "canal_test.parser_t:id/amount"})
-    parser.start()
-    try:
-        time.sleep(0.5)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'secret', 5.00)")
             cur.execute("UPDATE canal_test.parser_t SET name = 'other', amount = 6.00 WHERE id = 1")
         got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 2)
-    finally:
-        parser.stop()
     (_, ins), (_, (before, after)) = _rows(got, "parser_t")
     assert ins[0] == 1 and ins[1] is ABSENT and str(ins[2]) == "5.00"
     assert before[1] is ABSENT and after[1] is ABSENT and str(after[2]) == "6.00"
@@ -312,22 +299,16 @@ def test_field_filter_drops_columns_from_entries(mariadb_settings: Any, admin_co
 
 
 def test_first_start_takes_the_history_snapshot_from_the_server(mariadb_settings: Any, admin_conn: Any,
-                                                                clean: None, tmp_path: Path) -> None:
-    with admin_conn.cursor() as cur:
-        cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
+                                                                parser_t: None, tmp_path: Path) -> None:
     history = SchemaHistory(tmp_path / "history")  # empty: nothing bootstrapped by hand
     assert history.empty
     sink = Collector()
     parser = _parser(mariadb_settings, tmp_path, sink, history)
     parser.config.bootstrap_schemas = ("canal_test",)
-    parser.start()
-    try:
-        time.sleep(0.5)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_t VALUES (7, 'boot', 7.70)")
         got = sink.wait(lambda es: len(_rows(es, "parser_t")) == 1)
-    finally:
-        parser.stop()
     assert parser.last_error is None, parser.last_error
     assert not history.empty and any((tmp_path / "history" / "snapshots").iterdir())
     assert next(e.columns for e in got if e.rows) == ("id", "name", "amount")
@@ -342,9 +323,7 @@ def test_statement_based_dml_names_its_table_and_passes_the_table_filter(mariadb
     with admin_conn.cursor() as cur:
         cur.execute("CREATE TABLE canal_test.parser_t (id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(8,2))")
         cur.execute("CREATE TABLE canal_test.stmt_other (id INT PRIMARY KEY)")
-    history = _bootstrap(mariadb_settings, tmp_path)
-    sink = Collector()
-    parser = _parser(mariadb_settings, tmp_path, sink, history)
+    parser, sink = _bootstrapped_parser(mariadb_settings, tmp_path)
     parser.start()
     nodb = pymysql.connect(**mariadb_settings.admin_kwargs())  # no default database
     try:
@@ -380,9 +359,7 @@ def test_an_event_over_the_maximum_event_size_stops_the_parser_at_its_position(
     history = _bootstrap(mariadb_settings, tmp_path)
     sink = Collector()
     parser = _parser(mariadb_settings, tmp_path, sink, history, max_event_size=4096)
-    parser.start()
-    try:
-        time.sleep(0.5)
+    with _running(parser):
         with admin_conn.cursor() as cur:
             cur.execute("INSERT INTO canal_test.parser_t VALUES (1, 'small')")
             cur.execute("INSERT INTO canal_test.parser_t VALUES (2, REPEAT('x', 10000))")
@@ -390,8 +367,6 @@ def test_an_event_over_the_maximum_event_size_stops_the_parser_at_its_position(
         while parser.running and time.monotonic() < deadline:
             time.sleep(0.05)
         running = parser.running
-    finally:
-        parser.stop()
     assert not running, "the parser kept retrying the same oversized event"
     err = parser.last_error
     assert err is not None and type(err).__name__ == "PacketTooLargeError", err
