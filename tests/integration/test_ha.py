@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -405,6 +406,31 @@ def check_cursor(cursors: CursorSampler, zk: KazooClient, consumer: Consumer) ->
     return raw
 
 
+@contextmanager
+def _flowing(a: HaServer, b: HaServer, zk: KazooClient, zk_chroot: str, settings: Any,
+             table: str) -> Iterator[tuple[Consumer, Inserter, CursorSampler]]:
+    """a active and b its standby, a consumer subscribed, rows being inserted, and at least 50 of them and a cursor
+    through a; afterwards the inserter, the consumer, the cursor sampler and both servers are stopped."""
+    cursors = CursorSampler(zk)
+    consumer: Consumer | None = None
+    inserter = Inserter(settings, table)
+    try:
+        start_pair(a, b, zk)
+        cursors.start()
+        consumer = Consumer(zk_chroot, table)
+        wait_for(consumer.subscribed.is_set, 15, "consumer subscribed")
+        inserter.start()
+        wait_for(lambda: len(consumer.delivered()) >= 50 and cursors.values, 20, "rows through a and a cursor")
+        yield consumer, inserter, cursors
+    finally:
+        inserter.halt.set()
+        if consumer is not None:
+            consumer.close()
+        cursors.stop()
+        for s in (a, b):
+            s.stop()
+
+
 # ---- failover -------------------------------------------------------------------------------------
 
 
@@ -416,55 +442,41 @@ def test_sigkill_of_the_active_fails_over_within_10s_and_loses_nothing(
     b = HaServer(tmp_path, "b", zk_chroot, mariadb_settings, ha_table, slave_id=sb)
     dumps = DumpSampler(mariadb_settings, {sa, sb})
     dumps.start()
-    cursors = CursorSampler(zk)
-    consumer: Consumer | None = None
-    inserter = Inserter(mariadb_settings, ha_table)
     try:
-        start_pair(a, b, zk)
-        cursors.start()
-        consumer = Consumer(zk_chroot, ha_table)
-        wait_for(consumer.subscribed.is_set, 15, "consumer subscribed")
-        inserter.start()
-        wait_for(lambda: len(consumer.delivered()) >= 50 and cursors.values, 20, "rows through a and a cursor")
-        time.sleep(1.0)
+        with _flowing(a, b, zk, zk_chroot, mariadb_settings, ha_table) as (consumer, inserter, cursors):
+            time.sleep(1.0)
 
-        killed_at = time.time()
-        a.kill()
-        cursor_at_kill = cursors.read()  # nobody can write it until b is active
-        assert cursor_at_kill is not None
-        wait_for(lambda: running_address(zk) == b.address, 10, "b in the running node within 10 s of the kill",
-                 step=0.02)
-        failover_s = time.time() - killed_at
-        print(f"\nfailover: b holds {DEST}/running {failover_s:.2f} s after the SIGKILL")
-        wait_for(lambda: any(x.server == b.address for x in consumer.batches), 20, "rows through b")
-        time.sleep(2.0)
-        inserter.stop()
-        want = drain(consumer, mariadb_settings, ha_table)
+            killed_at = time.time()
+            a.kill()
+            cursor_at_kill = cursors.read()  # nobody can write it until b is active
+            assert cursor_at_kill is not None
+            wait_for(lambda: running_address(zk) == b.address, 10, "b in the running node within 10 s of the kill",
+                     step=0.02)
+            failover_s = time.time() - killed_at
+            print(f"\nfailover: b holds {DEST}/running {failover_s:.2f} s after the SIGKILL")
+            wait_for(lambda: any(x.server == b.address for x in consumer.batches), 20, "rows through b")
+            time.sleep(2.0)
+            inserter.stop()
+            want = drain(consumer, mariadb_settings, ha_table)
 
-        assert len(want) == len(inserter.committed) and want == set(inserter.committed)
-        assert failover_s < 10
-        since = wait_for(lambda: b.ha().get("since"), 5, "b's status names when it became active")
-        assert since / 1000 > killed_at
-        # b resumed from the ZooKeeper cursor: nothing at or before it came again
-        from_b = [x for x in consumer.batches if x.server == b.address and x.first_row]
-        assert from_b and min(x.first_row for x in from_b if x.first_row) > cursor_at_kill
-        raw = check_cursor(cursors, zk, consumer)
-        print(f"cursor: {json.dumps(raw)}")
-        dup = len([i for x in consumer.batches for i in x.ids]) - len(consumer.delivered())
-        acked_at_a = max(x.last_commit for x in consumer.batches if x.server == a.address and x.acked
-                         and x.last_commit)
-        print(f"rows: {len(want)} inserted, all delivered, {dup} delivered twice (acked after the last flush: "
-              f"cursor at the kill {cursor_at_kill}, last ack at a {acked_at_a}); "
-              f"processlist samples: {len(dumps.samples)}, at most {dumps.max_dumpers()} dumper(s)")
-        assert dumps.last_seen(sa) is not None and dumps.first_seen(sb, killed_at) is not None  # it sees ours
-        assert dumps.max_dumpers() <= 1
+            assert len(want) == len(inserter.committed) and want == set(inserter.committed)
+            assert failover_s < 10
+            since = wait_for(lambda: b.ha().get("since"), 5, "b's status names when it became active")
+            assert since / 1000 > killed_at
+            # b resumed from the ZooKeeper cursor: nothing at or before it came again
+            from_b = [x for x in consumer.batches if x.server == b.address and x.first_row]
+            assert from_b and min(x.first_row for x in from_b if x.first_row) > cursor_at_kill
+            raw = check_cursor(cursors, zk, consumer)
+            print(f"cursor: {json.dumps(raw)}")
+            dup = len([i for x in consumer.batches for i in x.ids]) - len(consumer.delivered())
+            acked_at_a = max(x.last_commit for x in consumer.batches if x.server == a.address and x.acked
+                             and x.last_commit)
+            print(f"rows: {len(want)} inserted, all delivered, {dup} delivered twice (acked after the last flush: "
+                  f"cursor at the kill {cursor_at_kill}, last ack at a {acked_at_a}); "
+                  f"processlist samples: {len(dumps.samples)}, at most {dumps.max_dumpers()} dumper(s)")
+            assert dumps.last_seen(sa) is not None and dumps.first_seen(sb, killed_at) is not None  # it sees ours
+            assert dumps.max_dumpers() <= 1
     finally:
-        inserter.halt.set()
-        if consumer is not None:
-            consumer.close()
-        cursors.stop()
-        for s in (a, b):
-            s.stop()
         dumps.stop()
     assert dumps.max_dumpers() <= 1 and len(dumps.samples) > 50
     assert "stopping" in b.log() and "destination hadest stopped: no longer active here" in b.log()
@@ -485,56 +497,43 @@ def test_active_cut_from_zookeeper_stops_dumping_before_the_standby_starts(
     b = HaServer(tmp_path, "b", zk_chroot, mariadb_settings, ha_table, slave_id=sb)
     dumps = DumpSampler(mariadb_settings, {sa, sb})
     dumps.start()  # over the whole test
-    cursors = CursorSampler(zk)
-    consumer: Consumer | None = None
-    inserter = Inserter(mariadb_settings, ha_table)
     try:
-        start_pair(a, b, zk)
-        cursors.start()
-        consumer = Consumer(zk_chroot, ha_table)
-        wait_for(consumer.subscribed.is_set, 15, "consumer subscribed")
-        inserter.start()
-        wait_for(lambda: len(consumer.delivered()) >= 50 and cursors.values, 20, "rows through a and a cursor")
-        assert dumps.last_seen(sa) is not None
-        time.sleep(1.0)
+        with _flowing(a, b, zk, zk_chroot, mariadb_settings, ha_table) as (consumer, inserter, cursors):
+            assert dumps.last_seen(sa) is not None
+            time.sleep(1.0)
 
-        cut_at = time.time()
-        proxy.cut()  # a loses ZooKeeper; MariaDB and its TCP clients stay reachable
-        wait_for(lambda: running_address(zk) == b.address, 20, "b active after a's session expired", step=0.02)
-        b_active = time.time()
-        since = wait_for(lambda: b.ha().get("since"), 5, "b's status names when it became active") / 1000
-        wait_for(lambda: any(x.server == b.address for x in consumer.batches), 20, "rows through b")
-        time.sleep(2.0)
-        inserter.stop()
-        want = drain(consumer, mariadb_settings, ha_table)
-        assert want == set(inserter.committed)
-        after_takeover = {i for x in consumer.batches if x.server == b.address for i in x.ids}
-        assert len(after_takeover) > 20  # rows kept flowing through b
+            cut_at = time.time()
+            proxy.cut()  # a loses ZooKeeper; MariaDB and its TCP clients stay reachable
+            wait_for(lambda: running_address(zk) == b.address, 20, "b active after a's session expired", step=0.02)
+            b_active = time.time()
+            since = wait_for(lambda: b.ha().get("since"), 5, "b's status names when it became active") / 1000
+            wait_for(lambda: any(x.server == b.address for x in consumer.batches), 20, "rows through b")
+            time.sleep(2.0)
+            inserter.stop()
+            want = drain(consumer, mariadb_settings, ha_table)
+            assert want == set(inserter.committed)
+            after_takeover = {i for x in consumer.batches if x.server == b.address for i in x.ids}
+            assert len(after_takeover) > 20  # rows kept flowing through b
 
-        # a stopped dumping before b started: its dump connection was gone before b's start and b's first dump
-        a_last = dumps.last_seen(sa)
-        b_first = dumps.first_seen(sb, cut_at)
-        assert a_last is not None and b_first is not None
-        a_gone = min(t for t, _, _ in dumps.samples if t > a_last)  # the first sample without it
-        assert a_gone < since and a_gone < b_first, (a_gone - cut_at, since - cut_at, b_first - cut_at)
-        assert "ZooKeeper connection lost: stopping at once" in a.log()
-        print(f"\ncut at 0: a's dump connection gone at +{a_gone - cut_at:.2f} s, b active at +{since - cut_at:.2f} s "
-              f"(running node seen at +{b_active - cut_at:.2f} s), b's dump first seen at +{b_first - cut_at:.2f} s")
+            # a stopped dumping before b started: its dump connection was gone before b's start and b's first dump
+            a_last = dumps.last_seen(sa)
+            b_first = dumps.first_seen(sb, cut_at)
+            assert a_last is not None and b_first is not None
+            a_gone = min(t for t, _, _ in dumps.samples if t > a_last)  # the first sample without it
+            assert a_gone < since and a_gone < b_first, (a_gone - cut_at, since - cut_at, b_first - cut_at)
+            assert "ZooKeeper connection lost: stopping at once" in a.log()
+            print(f"\ncut at 0: a's dump connection gone at +{a_gone - cut_at:.2f} s, "
+                  f"b active at +{since - cut_at:.2f} s (running node seen at +{b_active - cut_at:.2f} s), "
+                  f"b's dump first seen at +{b_first - cut_at:.2f} s")
 
-        # healed: a reconnects with a new session and stays a standby; still one dumper
-        proxy.restore()
-        wait_for(lambda: a.status().get("destinations", {}).get(DEST, {}).get("state") == "standby"
-                 and a.ha().get("running") == b.address, 20, "a back as a standby")
-        time.sleep(1.0)
-        assert running_address(zk) == b.address
-        check_cursor(cursors, zk, consumer)
+            # healed: a reconnects with a new session and stays a standby; still one dumper
+            proxy.restore()
+            wait_for(lambda: a.status().get("destinations", {}).get(DEST, {}).get("state") == "standby"
+                     and a.ha().get("running") == b.address, 20, "a back as a standby")
+            time.sleep(1.0)
+            assert running_address(zk) == b.address
+            check_cursor(cursors, zk, consumer)
     finally:
-        inserter.halt.set()
-        if consumer is not None:
-            consumer.close()
-        cursors.stop()
-        for s in (a, b):
-            s.stop()
         proxy.close()
         dumps.stop()
     print(f"processlist samples: {len(dumps.samples)}, at most {dumps.max_dumpers()} dump connection(s) at once")
