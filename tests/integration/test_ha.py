@@ -152,16 +152,45 @@ class HaServer:
         return "\n".join(self.log().splitlines()[-15:])
 
 
-class DumpSampler(threading.Thread):
+class Periodic(threading.Thread):
+    """A daemon thread that calls step() every ``period`` s until stop(); an exception ends it, and stop() (which
+    also calls close() once the thread ended) reports it as ``what`` failed."""
+
+    def __init__(self, name: str, period: float, what: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.period = period
+        self.what = what
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def run(self) -> None:
+        try:
+            while not self.halt.wait(self.period):
+                self.step()
+        except BaseException as e:  # reported by stop()
+            self.error = e
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(10)
+        self.close()
+        assert self.error is None, f"{self.what} failed: {self.error!r}"
+
+
+class DumpSampler(Periodic):
     """SHOW PROCESSLIST every ~100 ms as canal_admin: which of our replica ids have a 'Binlog Dump' thread."""
 
     def __init__(self, settings: Any, slave_ids: set[int]) -> None:
-        super().__init__(name="dump-sampler", daemon=True)
+        super().__init__("dump-sampler", 0.1, "processlist sampler")
         self.conn = pymysql.connect(**settings.admin_kwargs())
         self.slave_ids = slave_ids
         self.samples: list[tuple[float, frozenset[int], int]] = []  # (time, ids dumping, our dump threads)
-        self.halt = threading.Event()
-        self.error: BaseException | None = None
 
     def _slave_ports(self, cur: Any) -> dict[int, int]:
         cur.execute("SHOW SLAVE HOSTS")
@@ -180,18 +209,11 @@ class DumpSampler(threading.Thread):
                 and int(r[2].rsplit(":", 1)[1]) in ports]
         return t, frozenset(ours), len(ours)
 
-    def run(self) -> None:
-        try:
-            while not self.halt.wait(0.1):
-                self.samples.append(self.sample())
-        except BaseException as e:  # reported by stop()
-            self.error = e
+    def step(self) -> None:
+        self.samples.append(self.sample())
 
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(10)
+    def close(self) -> None:
         self.conn.close()
-        assert self.error is None, f"processlist sampler failed: {self.error!r}"
 
     def max_dumpers(self) -> int:
         return max((n for _, _, n in self.samples), default=0)
@@ -204,15 +226,14 @@ class DumpSampler(threading.Thread):
         return min((t for t, ids, _ in self.samples if slave_id in ids and t > after), default=None)
 
 
-class CursorSampler(threading.Thread):
+class CursorSampler(Periodic):
     """The client's ZooKeeper cursor every ~100 ms: every distinct value, in order."""
 
     def __init__(self, zk: KazooClient) -> None:
-        super().__init__(name="cursor-sampler", daemon=True)
+        super().__init__("cursor-sampler", 0.1, "cursor sampler")
         self.zk = zk
         self.path = cursor_path(DEST, CLIENT_ID)
         self.values: list[tuple[float, Pos]] = []
-        self.halt = threading.Event()
 
     def read(self) -> Pos | None:
         if not self.zk.exists(self.path):
@@ -220,47 +241,33 @@ class CursorSampler(threading.Thread):
         p = json.loads(self.zk.get(self.path)[0])["postion"]
         return str(p["journalName"]), int(p["position"])
 
-    def run(self) -> None:
-        while not self.halt.wait(0.1):
-            pos = self.read()
-            if pos is not None and (not self.values or self.values[-1][1] != pos):
-                self.values.append((time.time(), pos))
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(10)
+    def step(self) -> None:
+        pos = self.read()
+        if pos is not None and (not self.values or self.values[-1][1] != pos):
+            self.values.append((time.time(), pos))
 
 
-class Inserter(threading.Thread):
+class Inserter(Periodic):
     """A continuous workload: small transactions of 1-3 rows every ~30 ms; ``committed`` holds their ids."""
 
     def __init__(self, settings: Any, table: str) -> None:
-        super().__init__(name="inserter", daemon=True)
+        super().__init__("inserter", 0.03, "workload")
         self.conn = pymysql.connect(**settings.admin_kwargs(autocommit=False))
         self.table = table
         self.next_id = 1
         self.committed: list[int] = []
-        self.halt = threading.Event()
-        self.error: BaseException | None = None
         self.rng = random.Random(6)
 
-    def run(self) -> None:
-        try:
-            while not self.halt.wait(0.03):
-                ids = list(range(self.next_id, self.next_id + self.rng.randint(1, 3)))
-                with self.conn.cursor() as cur:
-                    cur.executemany(f"INSERT INTO {self.table} VALUES (%s, %s)", [(i, f"r{i}") for i in ids])
-                self.conn.commit()
-                self.next_id += len(ids)
-                self.committed.extend(ids)
-        except BaseException as e:
-            self.error = e
+    def step(self) -> None:
+        ids = list(range(self.next_id, self.next_id + self.rng.randint(1, 3)))
+        with self.conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {self.table} VALUES (%s, %s)", [(i, f"r{i}") for i in ids])
+        self.conn.commit()
+        self.next_id += len(ids)
+        self.committed.extend(ids)
 
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(10)
+    def close(self) -> None:
         self.conn.close()
-        assert self.error is None, f"workload failed: {self.error!r}"
 
 
 @dataclass
