@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README.md, .ci/run): setup, lint, type check, then the whole pytest suite.
 #   scripts/test.sh [pytest args...]
-# Fails on any lint error, test failure or error, and when pytest collects nothing (exit code 5).
+# Fails on any lint or type error, test failure or error, and when pytest collects nothing (exit code 5).
+# The 25 slowest tests are listed at the end, to keep an eye on the suite time.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,7 +14,7 @@ scripts/setup.sh
 .venv/bin/mypy
 
 rc=0
-.venv/bin/python -m pytest -q "$@" || rc=$?
+.venv/bin/python -m pytest -q --durations=25 "$@" || rc=$?
 if (( rc == 5 )); then
     echo "test.sh: pytest collected no tests (exit code 5): that is a failure" >&2
 elif (( rc != 0 )); then

@@ -190,8 +190,9 @@ def test_a_run_dequeued_while_its_code_server_is_down_waits_for_it(setup: Setup)
                    for e in setup.instance.all_logs(run.run_id, of_type=DagsterEventType.ENGINE_EVENT))
 
     wait_for("the dequeue failing and the run back in the queue", requeued, 90, services=(daemon,))
-    r = setup.instance.get_run_by_id(run.run_id)
-    assert r is not None and r.status == DagsterRunStatus.QUEUED, r
+    # the daemon logs that engine event first and the run's ENQUEUED event after it; the run then stays QUEUED for
+    # the retry delay (user_code_failure_retry_delay, 10 s) before its next dequeue. FAILED would never get there.
+    setup.status(run.run_id, (DagsterRunStatus.QUEUED,), 8)
     setup.stop_daemon()
     setup.serve()
     setup.run_daemon()
