@@ -414,10 +414,10 @@ class SchemaHistory:
     def begins(self) -> tuple[EntryPosition, int] | None:
         """Where the history begins: the oldest snapshot's position and when it was taken (ms); None when
         empty. Nothing before that position can be decoded with this history."""
-        snaps = self.store.snapshots()
+        snaps = self.snapshot_list()
         if not snaps:
             return None
-        first = min(snaps, key=lambda s: (s["seq"], s["taken_at"]))
+        first = snaps[0]
         return EntryPosition.from_json_dict(first["position"]), int(first["taken_at"])
 
     def snapshot_list(self) -> list[dict[str, Any]]:
