@@ -168,9 +168,11 @@ class CanalController:
             self._start_one(name)
 
     def _remove(self, name: str) -> None:
-        monitor = self.monitors.pop(name, None)
+        monitor = self.monitors.get(name)
         if monitor is not None:
             monitor.stop()  # on_stop (instance stopped, meta flushed while fenced), then the node is deleted
+            # listed until it has left ZooKeeper entirely (running node, then its cluster node)
+            self.monitors.pop(name, None)
         self.server.stop(name)
         self.failed.pop(name, None)
 
