@@ -95,25 +95,8 @@ log_tail() {
     fi
 }
 
-# Spark's default logging, less two false alarms: every read of a file that may be absent (a table's
-# _delta_log/_last_checkpoint, read by pipelines/engine/lake/delta_log.py on Connect) logs a stack trace from
-# FileStreamSink, and every scan of a mirror (column mapping + deletion vectors) an ERROR from DeltaParquetFileFormat
-# (pipelines/engine/sparkenv.py DELTA_SCAN_NOISE says why).
-write_log_conf() {
-    cat >"$DIR/log4j2.properties" <<'EOF'
-rootLogger.level = info
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-logger.filestreamsink.name = org.apache.spark.sql.execution.streaming.sinks.FileStreamSink
-logger.filestreamsink.level = error
-logger.deltascan.name = org.apache.spark.sql.delta.DeltaParquetFileFormat
-logger.deltascan.level = fatal
-EOF
-}
+# Spark's default logging, less two false alarms (pipelines/engine/sparkenv.py CONNECT_LOG4J2 says which)
+write_log_conf() { "$PY" -m pipelines.engine.sparkenv connect-log-conf --out "$DIR/log4j2.properties"; }
 
 # True when the server on port $1 listens and opens a session.
 port_answers() { port_busy "$1" && session_ok "$1"; }

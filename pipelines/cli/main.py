@@ -1,8 +1,9 @@
 """The main job: the demo shop on the private MariaDB, mirrored into Delta Lake by the Dagster pipeline.
 
-    python -m pipelines.cli.main [--reset] [--rate TX_PER_S] [--port 3000]
-        the pipeline (code server, webserver = the UI, daemon: pipelines/cli/deployment.py) with the canal sensor
-        running and a steady demo workload, until SIGINT (Ctrl-C) or SIGTERM
+    python -m pipelines.cli.main [--reset] [--rate TX_PER_S] [--port 3000] [--spark server|per-run]
+        the pipeline (code server, webserver = the UI, daemon, a Spark Connect server for the runs:
+        pipelines/cli/deployment.py) with the canal sensor running and a steady demo workload, until SIGINT
+        (Ctrl-C) or SIGTERM
     python -m pipelines.cli.main --no-demo [--port 3000]
         the pipeline only, on whatever writes the destination's tables (no demo schema, no demo workload)
     python -m pipelines.cli.main --headless [--seconds 60] [--timeout 900]
@@ -149,7 +150,7 @@ def _source_conn(cfg: PipelineConfig, admin: bool = False) -> Any:
 def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[str, int, int | None, bool]]:
     """(table, source rows, mirror rows, fingerprints equal) for each table (mirror rows None: no mirror yet). The
     fingerprints count every row, so the mirror of a table without a primary key is compared as a multiset."""
-    from ..engine.lake import Lake
+    from ..engine.lake import Lake, is_delta_table
     from ..engine.reconcile import dataframe_fingerprint, source_fingerprint
     from ..engine.snapshot import table_columns
 
@@ -162,12 +163,11 @@ def compare(cfg: PipelineConfig, spark: Any, tables: list[str]) -> list[tuple[st
             with conn.cursor() as cur:
                 columns = table_columns(cur, schema, table)
             src = source_fingerprint(cfg.conn_kwargs(), schema, table, columns)
-            try:
-                df = spark.read.format("delta").load(lake.mirror_path(schema, table))
-            except Exception:
+            path = lake.mirror_path(schema, table)
+            if not is_delta_table(spark, path):  # (on Spark Connect a load is lazy: it would fail later)
                 out.append((name, src.count, None, False))
                 continue
-            mir = dataframe_fingerprint(df, columns)
+            mir = dataframe_fingerprint(spark.read.format("delta").load(path), columns)
             out.append((name, src.count, mir.count, (src.count, src.checksum) == (mir.count, mir.checksum)))
     finally:
         conn.close()
@@ -193,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=3000, help="the Dagster UI port")
     ap.add_argument("--no-demo", action="store_true",
                     help="the pipeline only: no demo schema, no demo workload (another writer feeds the source)")
+    ap.add_argument("--spark", choices=("server", "per-run"), default="server",
+                    help="server (default): runs attach to a Spark Connect server this job starts and supervises "
+                         "(unless the config names spark.remote or a cluster master); per-run: each run starts its "
+                         "own Spark JVM")
     args = ap.parse_args(argv)
     if args.no_demo and args.headless:
         ap.error("--headless compares the demo tables: it cannot run with --no-demo")
@@ -235,18 +239,26 @@ def main(argv: list[str] | None = None) -> int:
     workload = None if args.no_demo else (
         [sys.executable, "-m", "pipelines.cli.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
          "--rate", str(args.rate)] + (["--seconds", str(args.seconds)] if args.headless else []))
+    spark = _spark_server(cfg, args.spark)
     sup = Supervisor(_say, REPO_ROOT)
-    deployment.build(sup, layout, env, args.port, workload, workload_ends=args.headless)
+    try:
+        deployment.build(sup, layout, env, args.port, workload, workload_ends=args.headless, spark=spark)
+    except deployment.DeploymentError as e:
+        _say(str(e))
+        return 2
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _raise_stopped)
     rc = 1
     try:
         sup.start()
         _say(f"Dagster UI: http://127.0.0.1:{args.port}  (DAGSTER_HOME={dagster_home}, logs {layout.logs})")
+        _say(f"Spark for the runs: {spark.url} (a Connect server of this job, master {spark.master})" if spark
+             else f"Spark for the runs: {cfg.spark.remote} (spark.remote)" if cfg.spark.remote
+             else f"Spark for the runs: a JVM per run, master {cfg.spark.master}")
         if workload is not None:
             _say(f"demo workload: {args.rate:g} transactions/s")
         if args.headless:
-            rc = _headless(cfg, args, sup, layout)
+            rc = _headless(cfg, args, sup, layout, spark.url if spark else cfg.spark.remote)
         else:
             _say("the canal sensor is on; Ctrl-C (or SIGTERM) stops everything")
             while True:
@@ -264,6 +276,49 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _say(f"stopped in {time.monotonic() - t0:.1f} s")
     return rc
+
+
+def _spark_server(cfg: PipelineConfig, mode: str) -> deployment.SparkServer | None:
+    """The Connect server this job supervises: by default, unless the config already names one (spark.remote) or a
+    cluster master (whose executors a local server would not use), or ``--spark per-run``."""
+    if mode == "per-run" or cfg.spark.remote or not cfg.spark.master.startswith("local"):
+        return None
+    return deployment.SparkServer(port=_free_port(), master=cfg.spark.master, conf=dict(cfg.spark.conf))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _headless_spark(layout: deployment.Layout, remote: str) -> Any:
+    if remote:
+        # the classic builder with .remote(): it also switches pyspark.sql.functions to their Connect versions
+        from pyspark.sql import SparkSession
+
+        from ..engine.sparkenv import check_connect_reachable
+
+        deadline = time.monotonic() + 300
+        while True:  # the supervised server may be restarting
+            try:
+                check_connect_reachable(remote)  # else the client retries for minutes
+                session = SparkSession.builder.remote(remote).getOrCreate()
+                session.version  # noqa: B018 - the first round trip
+                return session
+            except Exception as e:  # grpc and pyspark raise several kinds: say it, retry until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                _say(f"Spark at {remote} not serving yet ({type(e).__name__}); retrying")
+                time.sleep(5)
+    from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
+
+    with _jvm_output_to(layout.logs / "headless-spark.log"):
+        spark = spark_session_builder("canal-pipeline-headless", master="local[1]").getOrCreate()
+    quiet_delta_scan_noise(spark)
+    return spark
 
 
 @contextmanager
@@ -288,9 +343,10 @@ def _jvm_output_to(log: Path) -> Iterator[None]:
             os.close(f)
 
 
-def _headless(cfg: PipelineConfig, args: argparse.Namespace, sup: Supervisor, layout: deployment.Layout) -> int:
-    from pipelines.engine.sparkenv import quiet_delta_scan_noise, spark_session_builder
-
+def _headless(cfg: PipelineConfig, args: argparse.Namespace, sup: Supervisor, layout: deployment.Layout,
+              remote: str) -> int:
+    """Wait for the workload's end, then until every mirror equals its source; the mirrors are read through the
+    Spark the runs use (``remote``: a Connect server), else a local JVM of this process's own."""
     from . import demo
 
     work = sup.services[deployment.WORKLOAD]
@@ -299,9 +355,7 @@ def _headless(cfg: PipelineConfig, args: argparse.Namespace, sup: Supervisor, la
         time.sleep(1)
     _say(("" if work.done else "workload still running; ") + "waiting for the mirrors to catch up")
     tables = [f"{demo.SCHEMA}.{t}" for t in demo.TABLES]
-    with _jvm_output_to(layout.logs / "headless-spark.log"):
-        spark = spark_session_builder("canal-pipeline-headless", master="local[1]").getOrCreate()
-    quiet_delta_scan_noise(spark)
+    spark = _headless_spark(layout, remote)
     try:
         deadline = time.monotonic() + args.timeout
         rows: list[tuple[str, int, int | None, bool]] = []

@@ -1,10 +1,10 @@
 """Keeps the main job's processes running: each in a session of its own, restarted with backoff when it exits, and
 stopped with everything it started (children their parent left behind included) at the end.
 
-A service may depend on another's readiness (``after``): it is started only once that one is ready, and with
-``stops_with`` it is also stopped while that one is down (the Dagster daemon and its code server: see
-pipelines/cli/deployment.py). Backoff after an exit: 1, 2, 4 ... 60 s, back to 1 s once a process ran for
-``STABLE_SECONDS``. Everything is said on the terminal through ``say``.
+A service may depend on others' readiness (``after``): it is started only once they are all ready, and with
+``stops_with`` it is also stopped while one of them is down (the Dagster daemon, its code server and the Spark
+Connect server: see pipelines/cli/deployment.py). Backoff after an exit: 1, 2, 4 ... 60 s, back to 1 s once a
+process ran for ``STABLE_SECONDS``. Everything is said on the terminal through ``say``.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class Service:
     log: Path
     env: dict[str, str] | None = None          # None: the supervisor's environment
     ready: Callable[[], bool] | None = None    # readiness probe; None: ready once started
-    after: str | None = None                   # started only while this service is ready ...
-    stops_with: bool = False                   # ... and stopped while it is not
+    after: tuple[str, ...] = ()                # started only while these services are ready ...
+    stops_with: bool = False                   # ... and stopped while one of them is not
     echo: bool = False                         # copy its output lines to the terminal (and the log)
     done_on_success: bool = False              # an exit with 0 is the end (not restarted)
     stop_seconds: float = 20.0                 # SIGTERM, then SIGKILL after this
@@ -104,10 +104,11 @@ class Supervisor:
                 if s.proc is not None and s.proc.poll() is not None:
                     self._exited(s)
             for s in self.services.values():
-                dep = self.services[s.after] if s.after else None
+                down = [d for d in s.after if not self.services[d].is_ready]
                 if s.proc is not None:
-                    if dep is not None and s.stops_with and not dep.is_ready:
-                        self.say(f"{s.name}: stopping while {dep.name} is down")
+                    if down and s.stops_with:
+                        self.say(f"{s.name}: stopping while {' and '.join(down)} {'is' if len(down) == 1 else 'are'}"
+                                 " down")
                         self._stop(s)
                         s.next_start, s.stopped_for_dependency = 0.0, True
                     elif not s.is_ready and (s.ready is None or s.ready()):
@@ -115,7 +116,7 @@ class Supervisor:
                         if s.ready is not None:
                             self.say(f"{s.name} ready (pid {s.proc.pid}, after "
                                      f"{time.monotonic() - s.started:.1f} s)")
-                elif not s.done and time.monotonic() >= s.next_start and (dep is None or dep.is_ready):
+                elif not s.done and time.monotonic() >= s.next_start and not down:
                     self._spawn(s)
 
     def _exited(self, s: Service) -> None:

@@ -60,7 +60,9 @@ class SparkResource(ConfigurableResource):
         from pyspark.sql import SparkSession
         from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-        _check_reachable(self.remote)
+        from pipelines.engine.sparkenv import check_connect_reachable
+
+        check_connect_reachable(self.remote)
         self._owned = RemoteSession.getActiveSession() is None
         # (the classic builder with .remote() also switches pyspark.sql.functions to their Connect versions)
         session = SparkSession.builder.remote(self.remote).getOrCreate()
@@ -72,9 +74,10 @@ class SparkResource(ConfigurableResource):
             else:
                 server_level.append(key)
         if server_level:
-            logging.getLogger(__name__).warning(
-                "spark.conf %s: server-level settings are the Spark Connect server's (scripts/spark-connect.sh "
-                "start --conf KEY=VALUE), not applied to this session", ", ".join(sorted(server_level)))
+            logging.getLogger(__name__).info(
+                "spark.conf %s: server-level settings, fixed when the Spark Connect server started (the main job "
+                "starts its server with spark.conf; scripts/spark-connect.sh start --conf KEY=VALUE), not per "
+                "session", ", ".join(sorted(server_level)))
         self._started_at = time.time()
         return session
 
@@ -93,22 +96,6 @@ class SparkResource(ConfigurableResource):
         if self._session is not None and self._owned:
             self._session.stop()   # on Connect: releases this session only, the server keeps running
         self._session = None
-
-
-def _check_reachable(url: str, timeout: float = 5.0) -> None:
-    """Fail fast when nothing listens at a Spark Connect URL: the client would retry for minutes."""
-    import re
-    import socket
-
-    m = re.match(r"^sc://(\[[^\]]+\]|[^:/]+)(?::(\d+))?", url)
-    if m is None:
-        raise ValueError(f"spark.remote {url!r} is not a Spark Connect URL (sc://host:port)")
-    host, port = m.group(1).strip("[]"), int(m.group(2) or 15002)
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as e:
-        raise ConnectionError(f"no Spark Connect server answers at {url} ({e}): start it with "
-                              "scripts/spark-connect.sh start, or remove spark.remote from the pipeline config") from e
 
 
 class LakeResource(ConfigurableResource):

@@ -17,6 +17,8 @@ Environment:
 from __future__ import annotations
 
 import os
+import re
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,14 +163,41 @@ DELTA_SCAN_NOISE = "org.apache.spark.sql.delta.DeltaParquetFileFormat"
 
 
 def quiet_delta_scan_noise(spark: SparkSession) -> None:
-    """Raise DELTA_SCAN_NOISE's log level to FATAL in this classic session's JVM (scripts/spark-connect.sh does
-    the same for the Spark Connect server in its log4j2.properties)."""
+    """Raise DELTA_SCAN_NOISE's log level to FATAL in this classic session's JVM (a Spark Connect server gets the
+    same from CONNECT_LOG4J2)."""
     jvm = spark._jvm
     if jvm is None:
         raise TypeError("quiet_delta_scan_noise: a Spark Connect session has no JVM in this process "
-                        "(scripts/spark-connect.sh quiets the server's log instead)")
+                        "(the server's log4j2 configuration, CONNECT_LOG4J2, quiets it instead)")
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         DELTA_SCAN_NOISE, jvm.org.apache.logging.log4j.Level.FATAL)
+
+
+# The Connect server's log4j2 configuration: Spark's default logging to stderr, less two false alarms: every read
+# of a file that may be absent (a table's _delta_log/_last_checkpoint, read by pipelines/engine/lake/delta_log.py on
+# Connect) logs a stack trace from FileStreamSink, and every scan of a mirror logs DELTA_SCAN_NOISE.
+CONNECT_LOG4J2 = f"""rootLogger.level = info
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.filestreamsink.name = org.apache.spark.sql.execution.streaming.sinks.FileStreamSink
+logger.filestreamsink.level = error
+logger.deltascan.name = {DELTA_SCAN_NOISE}
+logger.deltascan.level = fatal
+"""
+
+
+def connect_server_env(log_conf: Path, tag: str = "") -> dict[str, str]:
+    """Environment additions for the Connect server's spark-submit: loopback only, this interpreter for Python
+    workers, the log4j2 file ``log_conf`` (written with CONNECT_LOG4J2), and ``tag`` (JVM options that let a
+    script recognise its own server in /proc)."""
+    log_conf.parent.mkdir(parents=True, exist_ok=True)
+    log_conf.write_text(CONNECT_LOG4J2)
+    opts = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Dlog4j2.configurationFile={log_conf} {tag}".strip()
+    return {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT_OPTS": opts}
 
 
 def connect_server_argv(port: int, master: str = "local[2]", conf: dict[str, Any] | None = None,
@@ -239,6 +268,20 @@ def connect_warm_up(url: str, scratch: Path, rows: int = 50_000, rounds: int = 3
     return time.monotonic() - t0
 
 
+def check_connect_reachable(url: str, timeout: float = 5.0) -> None:
+    """Fail fast when nothing listens at a Spark Connect URL: the client would retry for minutes."""
+    m = re.match(r"^sc://(\[[^\]]+\]|[^:/]+)(?::(\d+))?", url)
+    if m is None:
+        raise ValueError(f"spark.remote {url!r} is not a Spark Connect URL (sc://host:port)")
+    host, port = m.group(1).strip("[]"), int(m.group(2) or 15002)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(f"no Spark Connect server answers at {url} ({e}): the main job restarts the server it "
+                              "supervises (its log: logs/spark-connect.log beside paths.state); a server named by "
+                              "spark.remote: start it (scripts/spark-connect.sh start) or remove spark.remote") from e
+
+
 def is_connect(spark: Any) -> bool:
     """True for a Spark Connect session (no py4j, no SparkContext in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
@@ -246,7 +289,8 @@ def is_connect(spark: Any) -> bool:
 
 def _main(argv: list[str] | None = None) -> int:
     """``python -m pipelines.engine.sparkenv connect-argv --port N [--conf K=V ...]``: the Connect server's command
-    line, one argument per line (for scripts/spark-connect.sh)."""
+    line, one argument per line; ``connect-log-conf --out FILE``: its log4j2 file; ``connect-warm-up``: see
+    connect_warm_up (all three for scripts/spark-connect.sh)."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m pipelines.engine.sparkenv")
@@ -255,10 +299,15 @@ def _main(argv: list[str] | None = None) -> int:
     c.add_argument("--port", type=int, required=True)
     c.add_argument("--master", default="local[2]")
     c.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    lg = sub.add_parser("connect-log-conf", help="write the Connect server's log4j2 configuration")
+    lg.add_argument("--out", type=Path, required=True)
     w = sub.add_parser("connect-warm-up", help="warm a Spark Connect server's JIT and Delta paths up")
     w.add_argument("--url", required=True)
     w.add_argument("--scratch", type=Path, required=True, help="a directory for throw-away tables")
     args = ap.parse_args(argv)
+    if args.cmd == "connect-log-conf":
+        args.out.write_text(CONNECT_LOG4J2)
+        return 0
     if args.cmd == "connect-warm-up":
         print(f"{connect_warm_up(args.url, args.scratch.resolve()):.1f}")
         return 0

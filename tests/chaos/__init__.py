@@ -8,7 +8,8 @@ One run, everything under ``--dir`` (default ``.runtime/chaos``):
 1. ``environment``: a MariaDB instance of its own (``scripts/mariadb.sh``, instance ``--instance``, its own port),
    the workload's schema with some rows, a Canal destination, pipeline.yaml and DAGSTER_HOME of its own.
 2. ``mainjob``: ``python -m pipelines.cli.main --no-demo`` on that configuration: the supervised code server,
-   webserver and daemon, the run workers and their Spark JVMs, found by walking /proc from its pid.
+   webserver and daemon, its Spark Connect server and the run workers, found by walking /proc from its pid
+   (``--spark per-run``: the workers' own Spark JVMs instead of the server).
 3. ``workload``: transactions of every kind on the source, each logged with its outcome.
 4. ``faults``: seeded kinds at seeded times, each only once its target exists: SIGKILL of a process of the main
    job's tree, of the whole tree (then the main job is started again, as a service manager would), or a restart

@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mariadb-port", type=int, default=int(os.environ.get("CANAL_CHAOS_MARIADB_PORT") or 0),
                     help="its port (default $CANAL_CHAOS_MARIADB_PORT, else a free one)")
     ap.add_argument("--ui-port", type=int, default=0, help="the Dagster UI's port (default: a free one)")
+    ap.add_argument("--spark", choices=("server", "per-run"), default=defaults.spark,
+                    help="the main job's Spark: its supervised Connect server (default) or a JVM per run")
     args = ap.parse_args(argv)
     try:
         kinds = tuple(Kind(k.strip()) for k in args.kinds.split(",") if k.strip())
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--faults must be >= 0, --minutes and --rate > 0")
     opts = Options(minutes=args.minutes, faults=args.faults, seed=args.seed, rate=args.rate, root=args.dir.resolve(),
                    instance=args.instance, mariadb_port=args.mariadb_port, ui_port=args.ui_port,
-                   converge_seconds=args.converge_seconds, kinds=kinds,
+                   converge_seconds=args.converge_seconds, kinds=kinds, spark=args.spark,
                    command=" ".join(["scripts/chaos.sh", *map(shlex.quote, sys.argv[1:] if argv is None else argv)]))
     t0 = time.monotonic()
 

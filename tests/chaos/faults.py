@@ -111,9 +111,12 @@ class Injector:
         if kind == Kind.SOURCE_RESTART:
             return []
         tree = self.job.tree()
+        in_flight = any(_is_run_worker(p) for p in tree)
         if kind == Kind.MAIN_JOB_TREE:  # mid-run: a run worker is in flight
             main = [p for p in tree if p.pid == self.job.pid]
-            return main if main and any(_is_run_worker(p) for p in tree) else []
+            return main if main and in_flight else []
+        if kind == Kind.SPARK_JVM and not in_flight:  # the job's Spark Connect server lives between runs: hit it
+            return []                                 # while a run uses it
         return [p for p in tree if _MATCHERS[kind](p) and p.alive()]
 
     def inject(self, planned: Planned, stop: Callable[[], bool] = lambda: False) -> FaultRecord:

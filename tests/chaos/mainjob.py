@@ -59,8 +59,9 @@ def _all_procs(not_before: float) -> list[Proc]:
 class MainJob:
     """Starts, stops and walks the main job; ``born``: nothing older than the suite is ever part of its tree."""
 
-    def __init__(self, layout: Layout, pipeline_yaml: Path, ui_port: int) -> None:
+    def __init__(self, layout: Layout, pipeline_yaml: Path, ui_port: int, spark: str = "server") -> None:
         self.layout = layout
+        self.spark = spark
         self.ui_port = ui_port
         self.born = time.time()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -79,7 +80,8 @@ class MainJob:
             out.flush()
             # a session of its own: a Ctrl-C at the suite's terminal reaches the suite, which stops it with SIGTERM
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pipelines.cli.main", "--no-demo", "--port", str(self.ui_port)],
+                [sys.executable, "-m", "pipelines.cli.main", "--no-demo", "--port", str(self.ui_port),
+                 "--spark", self.spark],
                 cwd=REPO_ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
         self.starts += 1

@@ -50,6 +50,7 @@ class Options:
     ui_port: int = 0                   # 0: a free port
     converge_seconds: float = 600.0    # bound: the last fault -> every check holding
     kinds: tuple[Kind, ...] = KINDS
+    spark: str = "server"              # the main job's --spark: its Spark Connect server, or a JVM per run
     command: str = ""
 
 
@@ -130,7 +131,7 @@ def run(opts: Options, say: Callable[[str], None]) -> Report:
     layout = Layout(opts.root)
     source = Source(opts.instance, opts.mariadb_port or free_port(), SOURCE_SERVER_ID)
     slave_id = rnd.randint(1 << 20, (1 << 31) - 2)
-    job = MainJob(layout, write_configuration(layout, source, slave_id), opts.ui_port or free_port())
+    job = MainJob(layout, write_configuration(layout, source, slave_id), opts.ui_port or free_port(), opts.spark)
     manager = ServiceManager(job, say)
     workload: Workload | None = None
     try:

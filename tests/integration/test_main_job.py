@@ -5,9 +5,11 @@ Canal conf and DAGSTER_HOME of the test's own (the demo schema on the private Ma
    again within TICK_BOUND seconds and a window run launched after the kill succeeds within RUN_BOUND seconds, with
    nobody reloading anything (the in-flight run's worker survives its code server and finishes on its own). Marked
    `long` (scripts/test.sh --long): the chaos suite's short run covers the kill, without the bounds.
-2. SIGTERM to the job while a window run is in flight: within STOP_BOUND seconds no process it started is left
-   (code server, webserver, daemon, workload, run workers and their Spark JVMs, the killed code server's orphans),
-   nothing listens on the UI port or the code server's socket, and the destination's lock is free.
+2. SIGTERM to the job while a window run is in flight, in both Spark modes: within STOP_BOUND seconds no process it
+   started is left (code server, webserver, daemon, workload, run workers, the Spark Connect server or the runs'
+   own Spark JVMs), nothing listens on the UI port, the code server's socket or the Spark server's port, and the
+   destination's lock is free. With the default Spark Connect server the run attached to it: the only JVM in the
+   job's tree is that server.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _alive(procs: dict[int, float]) -> list[str]:
 
 
 class Job:
-    def __init__(self, root: Path, settings: Any) -> None:
+    def __init__(self, root: Path, settings: Any, spark: str = "server") -> None:
         self.root = root
         self.home = instance_home(root / "dagster")
         self.ui_port = free_port()
@@ -99,8 +101,8 @@ class Job:
         self.out = root / "main.out"
         with open(self.out, "wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli.main", "--reset", "--rate", "5",
-                                          "--port", str(self.ui_port)], cwd=REPO_ROOT, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                          "--port", str(self.ui_port), "--spark", spark], cwd=REPO_ROOT, env=env,
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._instance: DagsterInstance | None = None
 
     @property
@@ -159,10 +161,23 @@ class Job:
 
 
 @pytest.fixture
-def job(tmp_path: Path, mariadb_settings: Any) -> Any:
-    j = Job(tmp_path, mariadb_settings)
+def job(tmp_path: Path, mariadb_settings: Any, request: pytest.FixtureRequest) -> Any:
+    j = Job(tmp_path, mariadb_settings, getattr(request, "param", "server"))
     yield j
     j.close()
+
+
+def _jvms(tree: dict[int, float]) -> list[str]:
+    """The full command lines of the Spark JVMs among ``tree``'s live processes."""
+    out = []
+    for pid in tree:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "org.apache.spark.deploy.SparkSubmit" in cmd:
+            out.append(cmd)
+    return out
 
 
 @pytest.mark.long  # the chaos suite's short run (test_chaos.py) kills the code server too, without these bounds
@@ -190,12 +205,20 @@ def test_main_job_heals_a_killed_code_server(job: Job) -> None:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("job", ["server", "per-run"], indirect=True)
 def test_main_job_stops_everything_on_sigterm(job: Job, tmp_path: Path) -> None:
-    # SIGTERM while a window run (a worker with its Spark JVM) is in flight
-    job.wait("a window run STARTED with its JVM", lambda: job.window_runs(DagsterRunStatus.STARTED)
-             and any("java" in s for s in _alive(_descendants(job.proc.pid))), 400)
+    server = re.search(r"Spark for the runs: sc://127\.0\.0\.1:(\d+) \(a Connect server of this job",
+                       job.wait("the job naming its Spark", lambda: "Spark for the runs:" in job.text() and job.text(),
+                                120))
+    job.wait("a window run STARTED", lambda: job.window_runs(DagsterRunStatus.STARTED), 400)
+    if server is None:  # per-run: the run's worker starts its own JVM
+        assert "Spark for the runs: a JVM per run, master local[2]" in job.text()
+        job.wait("the run's own Spark JVM", lambda: _jvms(_descendants(job.proc.pid)), 120)
     tree = _descendants(job.proc.pid)
-    assert any("java" in s for s in _alive(tree)) and len(tree) >= 6, _alive(tree)
+    jvms = _jvms(tree)
+    if server is not None:  # the run attached to the job's Connect server: no JVM of its own
+        assert len(jvms) == 1 and "SparkConnectServer" in jvms[0], [j[-300:] for j in jvms]
+    assert jvms and len(tree) >= 6, _alive(tree)
     lock = tmp_path / "conf" / "demo" / "pipeline.lock"  # canal.file.data.dir = ${canal.conf.dir}
     code_socket = tmp_path / "pipeline" / "code-server.sock"  # beside paths.state
     assert lock.exists() and code_socket.exists()
@@ -211,6 +234,9 @@ def test_main_job_stops_everything_on_sigterm(job: Job, tmp_path: Path) -> None:
         assert s.connect_ex(("127.0.0.1", job.ui_port)) != 0, "something still listens on the UI port"
     with socket.socket(socket.AF_UNIX) as s:
         assert s.connect_ex(str(code_socket)) != 0, "something still listens on the code server's socket"
+    if server is not None:
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", int(server.group(1)))) != 0, "the Spark server's port still listens"
     with open(lock, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError while a process holds it
     assert "[pipeline] SIGTERM: stopping every process of the pipeline" in job.text()

@@ -1,7 +1,7 @@
 """A source that stops is a failure the Dagster UI shows where users look, and it clears by itself: the main job's
-own processes (pipelines/cli/deployment.py: the supervised code server, webserver and daemon; the canal sensor
-evaluating every INTERVAL seconds and launching real runs), a private MariaDB of the test's own, and Debian's
-headless Chromium driven by Playwright. Screenshots are kept under .runtime/artifacts/.
+own processes (pipelines/cli/deployment.py: the supervised code server, webserver, daemon and Spark Connect
+server; the canal sensor evaluating every INTERVAL seconds and launching real runs), a private MariaDB of the
+test's own, and Debian's headless Chromium driven by Playwright. Screenshots are kept under .runtime/artifacts/.
 
 1. Healthy: the mirror's ``lag`` check passes.
 2. The source's MariaDB stopped: a failed tick whose error says "CANNOT READ THE SOURCE" with the connection
@@ -85,8 +85,9 @@ class Pipeline:
         self.url = f"http://127.0.0.1:{self.port}"
         self.lines: list[str] = []
         self.sup = Supervisor(self.lines.append, REPO_ROOT)
+        # the main job's default: runs attach to its supervised Spark Connect server
         deployment.build(self.sup, deployment.Layout(root / "job"), env, self.port, [sys.executable, "-c", "pass"],
-                         workload_ends=True)
+                         workload_ends=True, spark=deployment.SparkServer(free_port(), "local[2]", {}))
         self.sup.start()
 
     def stop(self) -> None:

@@ -76,7 +76,7 @@ def test_a_killed_process_is_restarted_with_backoff(sup: Supervisor, said: Lines
 def test_a_dependent_stops_while_its_dependency_is_down(sup: Supervisor, said: Lines, tmp_path: Path) -> None:
     flag = tmp_path / "ready"
     base = sup.add(Service("base", SLEEPER, tmp_path / "base.log", ready=flag.exists))
-    dep = sup.add(Service("dependent", SLEEPER, tmp_path / "dep.log", after="base", stops_with=True))
+    dep = sup.add(Service("dependent", SLEEPER, tmp_path / "dep.log", after=("base",), stops_with=True))
     sup.start()
     _wait(lambda: base.pid is not None)
     time.sleep(1)
@@ -94,6 +94,28 @@ def test_a_dependent_stops_while_its_dependency_is_down(sup: Supervisor, said: L
     assert dep.pid is None  # the new base is not ready
     flag.touch()
     _wait(lambda: dep.pid not in (None, old_dep))
+    assert said.has("dependent started again")
+
+
+def test_a_dependent_of_two_runs_only_while_both_are_ready(sup: Supervisor, said: Lines, tmp_path: Path) -> None:
+    flags = {n: tmp_path / f"{n}-ready" for n in ("a", "b")}
+    a = sup.add(Service("a", SLEEPER, tmp_path / "a.log", ready=flags["a"].exists))
+    sup.add(Service("b", SLEEPER, tmp_path / "b.log", ready=flags["b"].exists))
+    dep = sup.add(Service("dependent", SLEEPER, tmp_path / "dep.log", after=("a", "b"), stops_with=True))
+    sup.start()
+    flags["a"].touch()
+    time.sleep(1.5)
+    assert dep.pid is None  # b not ready yet
+    flags["b"].touch()
+    _wait(lambda: dep.pid is not None)
+    first = dep.pid
+    assert first is not None
+    flags["a"].unlink()
+    os.kill(a.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    _wait(lambda: _gone(first))
+    assert said.has("dependent: stopping while a is down")
+    flags["a"].touch()
+    _wait(lambda: dep.pid not in (None, first))
     assert said.has("dependent started again")
 
 
