@@ -17,9 +17,10 @@ loaded by a consistent snapshot, the stream continues from each snapshot's posit
 
 Every process is supervised: one that dies is restarted with backoff and the terminal says so (a killed code
 server is serving again within seconds, the sensor ticking within one interval after that). SIGINT or SIGTERM
-stops all of them, run workers and their Spark JVMs included, within STOP_BOUND_SECONDS (a second signal: at
-once), and the destination's lock is released with its code server. The demo destination reads the private
-MariaDB's port from PRIVATE_MARIADB_PORT (conf/demo/instance.properties), which this job takes from the
+stops all of them, run workers and the Spark server (or the runs' own JVMs) included, within
+STOP_BOUND_SECONDS (a second signal: at once), and the destination's lock is released with its code server. The
+demo destination reads the private MariaDB's port from PRIVATE_MARIADB_PORT (conf/demo/instance.properties),
+which this job takes from the
 instance's my.cnf (scripts/mariadb.sh keeps it across restarts) and passes to every process it starts.
 """
 
