@@ -20,8 +20,8 @@ server is serving again within seconds, the sensor ticking within one interval a
 stops all of them, run workers and the Spark server (or the runs' own JVMs) included, within
 STOP_BOUND_SECONDS (a second signal: at once), and the destination's lock is released with its code server. The
 demo destination reads the private MariaDB's port from PRIVATE_MARIADB_PORT (conf/demo/instance.properties),
-which this job takes from the
-instance's my.cnf (scripts/mariadb.sh keeps it across restarts) and passes to every process it starts.
+which this job takes from the instance's my.cnf (scripts/mariadb.sh keeps it across restarts) and passes to
+every process it starts.
 """
 
 from __future__ import annotations
