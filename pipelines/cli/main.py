@@ -45,6 +45,7 @@ from .supervisor import Supervisor
 DAGSTER_HOME = REPO_ROOT / "dagster_home"
 PORT_VARIABLE = "PRIVATE_MARIADB_PORT"  # named by conf/demo/instance.properties
 STOP_BOUND_SECONDS = 60  # 2 stop stages x 20 s grace + SIGKILL + reaping, with room
+SERVER_MEMORY = "2g"     # the Spark Connect server's heap (CANAL_SPARK_DRIVER_MEMORY or spark.conf override it)
 
 _terminal: TextIO = sys.stdout
 _terminal_lock = threading.Lock()
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     workload = None if args.no_demo else (
         [sys.executable, "-m", "pipelines.cli.demo", "workload", "--host", m["host"], "--port", str(m["port"]),
          "--rate", str(args.rate)] + (["--seconds", str(args.seconds)] if args.headless else []))
-    spark = _spark_server(cfg, args.spark)
+    spark = spark_server_for(cfg, args.spark)
     sup = Supervisor(_say, REPO_ROOT)
     try:
         deployment.build(sup, layout, env, args.port, workload, workload_ends=args.headless, spark=spark)
@@ -279,12 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
-def _spark_server(cfg: PipelineConfig, mode: str) -> deployment.SparkServer | None:
+def spark_server_for(cfg: PipelineConfig, mode: str) -> deployment.SparkServer | None:
     """The Connect server this job supervises: by default, unless the config already names one (spark.remote) or a
     cluster master (whose executors a local server would not use), or ``--spark per-run``."""
     if mode == "per-run" or cfg.spark.remote or not cfg.spark.master.startswith("local"):
         return None
-    return deployment.SparkServer(port=_free_port(), master=cfg.spark.master, conf=dict(cfg.spark.conf))
+    # one JVM serves every run (a window, a snapshot and a backfill may overlap): twice a run's own default
+    memory = os.environ.get("CANAL_SPARK_DRIVER_MEMORY") or SERVER_MEMORY
+    return deployment.SparkServer(port=_free_port(), master=cfg.spark.master,
+                                  conf={"spark.driver.memory": memory, **cfg.spark.conf})
 
 
 def _free_port() -> int:
