@@ -147,10 +147,9 @@ def check_free(layout: Layout, ui_port: int) -> None:
                 raise DeploymentError(f"{sock} answers: another main job runs with this pipeline configuration "
                                       f"(paths.state {layout.root / 'state'}); stop it first")
         sock.unlink()  # left by a code server that was killed
-    with socket.socket() as s:
-        if s.connect_ex(("127.0.0.1", ui_port)) == 0:
-            raise DeploymentError(f"port {ui_port} on 127.0.0.1 (the UI) is taken by another process: "
-                                  "choose another with --port")
+    if port_listens(ui_port):
+        raise DeploymentError(f"port {ui_port} on 127.0.0.1 (the UI) is taken by another process: "
+                              "choose another with --port")
 
 
 def build(sup: Supervisor, layout: Layout, env: dict[str, str], ui_port: int, workload: list[str] | None,
