@@ -9,6 +9,12 @@ Connection settings, first match wins:
         may have moved it off a busy 3407 under CI), else 3407
   secondary port: $CANAL_TEST_MYSQL_SECONDARY_PORT, else .runtime/mariadb/secondary/my.cnf, else 3408
 
+scripts/test.sh runs the suite in pytest-xdist workers, each module whole on one worker. Tests change global
+server settings and read the binary log from "now", so no two workers share a MariaDB: the first worker (gw0, or
+a run without xdist) uses the instances above; worker gwN starts fresh instances `primary-gwN` and
+`secondary-gwN` of its own (scripts/mariadb.sh, free ports) when a test first needs one, exports the primary's
+port as PRIVATE_MARIADB_PORT for the pipeline commands it runs, and stops and removes them at its end.
+
 ZooKeeper tests use the private ZooKeeper that ``scripts/setup.sh`` starts (``scripts/zookeeper.sh``):
   connect string: $CANAL_TEST_ZK, else 127.0.0.1:<clientPort in .runtime/zookeeper/main/zoo.cfg>, else :2281
 The ``zookeeper`` fixture fails (never skips) when it does not answer; ``zk_chroot`` gives each test its own
@@ -28,8 +34,12 @@ from typing import Any
 import pymysql
 import pytest
 
+from tests.support.instances import OWN_INSTANCES, ensure_instance, instance_name, stop_own_instances
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_DIR = REPO_ROOT / ".runtime"
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_own_instances()
 
 
 def _instance_port(name: str, env_var: str, default: int) -> int:
@@ -77,6 +87,11 @@ class MariaDBSettings:
 
 
 def _settings_from_env() -> MariaDBSettings:
+    if OWN_INSTANCES and not os.environ.get("CANAL_TEST_MYSQL_PORT"):
+        port = ensure_instance("primary")
+        os.environ["PRIVATE_MARIADB_PORT"] = str(port)  # the pipeline commands tests run find this worker's source
+        return MariaDBSettings(host="127.0.0.1", port=port, secondary_port=_instance_port(
+            instance_name("secondary"), "CANAL_TEST_MYSQL_SECONDARY_PORT", 0))
     return MariaDBSettings(
         host=os.environ.get("CANAL_TEST_MYSQL_HOST", "127.0.0.1"),
         port=_instance_port("primary", "CANAL_TEST_MYSQL_PORT", 3407),

@@ -29,6 +29,7 @@ from canal_core.mysql import (
     ReplicationTLSError,
 )
 from canal_core.mysql import protocol as proto
+from tests.support.instances import instance_name
 
 STOP, ROTATE, FDE, HEARTBEAT, MARIA_GTID = 3, 4, 15, 27, 162
 ROWS_EVENTS = {23, 30}  # WRITE_ROWS v1 (MariaDB default) / v2
@@ -356,7 +357,7 @@ def test_command_payload_layouts() -> None:
 
 
 def _tls_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / ".runtime" / "mariadb" / "primary" / "tls"
+    return Path(__file__).resolve().parents[2] / ".runtime" / "mariadb" / instance_name("primary") / "tls"
 
 
 def test_dump_over_verified_tls(mariadb_settings: Any, admin_conn: pymysql.connections.Connection,

@@ -3,7 +3,6 @@ time without splitting any, and after a restart resumes each source from its own
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.proto import EntryProtocol_pb2 as pb
 from canal_core.server.embedded import CanalServerWithEmbedded
 from tests.support.conf import write_conf
+from tests.support.instances import ensure_instance
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +28,7 @@ BEGIN, ROWDATA, END = 1, 2, 3
 
 @pytest.fixture
 def second_port() -> int:
-    out = subprocess.run([str(ROOT / "scripts" / "mariadb.sh"), "start", "secondary"], capture_output=True, text=True)
-    if out.returncode != 0:
-        pytest.fail(f"cannot start the secondary private MariaDB: {out.stderr[-2000:]}")
-    got = subprocess.run([str(ROOT / "scripts" / "mariadb.sh"), "port", "secondary"], capture_output=True,
-                         text=True, check=True)
-    return int(got.stdout.strip())
+    return ensure_instance("secondary")  # this worker's secondary private MariaDB, started when not running
 
 
 def _admin(port: int) -> pymysql.connections.Connection:
