@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetMaterialization, MetadataValue, OpExecutionContext, TableColumn, TableRecord, TableSchema
+from dagster import (
+    AssetExecutionContext,
+    AssetMaterialization,
+    MetadataValue,
+    OpExecutionContext,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+)
 
 from ...engine.config import PipelineConfig
 from ...engine.window import EventTime, Position, format_position, key_text, split_key
@@ -82,7 +90,9 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     end = end or dt.datetime.now(dt.UTC)
     if end <= start:
         raise ValueError(f"backfill end {end.isoformat()} is not after its start {start.isoformat()}")
-    root = config.staging_root / config.destination / "backfill" / context.run_id
+    # an asset's context.run_id is deprecated in favour of context.run; a directly built op context has no run
+    run_id = context.run.run_id if isinstance(context, AssetExecutionContext) else context.run_id
+    root = config.staging_root / config.destination / "backfill" / run_id
     session, lk = spark.session(), lake.lake()
     snapshotted = set(registry_for(config).load())
     source = config.replay_source()
