@@ -2,7 +2,8 @@
 real daemon path, beside the usual non-CDC peer (a periodic full reload), in one run.
 
     .venv/bin/python bench/pipeline.py [--rate 20000] [--seconds 180] [--preload 100000] [--window-rows 600000]
-                                       [--spark-remote] [--peer none]
+                                       [--spark-remote] [--peer none] [--reconcile-seconds 0]
+                                       [--no-deletion-vectors]
 
 Workload (bench/pipeline_workload.py): bench/decode.py's 14-column table in schema canal_bench, preloaded, then a
 writer process commits transactions of --tx-rows row changes (60% inserts, 25% updates, 15% deletes) at --rate
@@ -18,7 +19,7 @@ MERGE and the mirror MERGE, read back from the Dagster instance (tick times, run
 spark_started_at metadata) and the runs' Spark event logs. Freshness of every row (not a sample) = the
 ASSET_MATERIALIZATION time of the mirror in the run of the window that applied it - its commit time; the window
 of each row comes from the Delta changelog (window column; transactions matched to the writer's commits in binlog
-order). Sustained = row changes applied / (first commit -> last visible).
+order, by row count). Sustained = row changes applied / (first commit -> last visible).
 
 Peer (bench/pipeline_peer.py): the same workload from the same preload, mirrored by a full reload (consistent
 SELECT * -> Delta overwrite) every --interval seconds, after ours: "cold" (a process and SparkSession per
@@ -102,9 +103,10 @@ def write_conf(tmp: Path, args: argparse.Namespace) -> Path:
         "destination": DESTINATION,
         "canal": {"conf_dir": str(conf)},
         "window": {"max_rows": args.window_rows, "max_bytes": window_bytes, "max_wait_seconds": 1},
-        "sensor": {"interval_seconds": args.interval},
+        "sensor": {"interval_seconds": args.interval, **({} if args.reconcile_seconds is None
+                                                          else {"reconcile_interval_seconds": args.reconcile_seconds})},
         "paths": {"staging": str(tmp / "staging"), "state": str(tmp / "state")},
-        "lake": {"root": str(tmp / "lake")},
+        "lake": {"root": str(tmp / "lake"), "deletion_vectors": args.deletion_vectors},
         "spark": {"master": "local[2]", "conf": run_spark_conf(args, tmp)},
     }
     if args.remote_url:   # the server has the event-log settings (server-level); the runs only their session conf
@@ -278,37 +280,40 @@ def analyse_ours(spark: Any, raw: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(raw["conf"])
     commits, windows = raw["commits"], raw["windows"]
     vis = {w.window: w.visible.get(TABLE) for w in windows}
-    rows = (spark.read.format("delta").load(Lake(cfg.lake_root).changelog_path())
-            .where((F.col("schema_name") == W.SCHEMA) & (F.col("table_name") == W.TABLE))
-            .groupBy("gtid", "window").agg(F.count("*").alias("count"), F.min("pos").alias("pos")).collect())
-    # The i-th transaction of the table in binlog order is the writer's i-th commit (it is the table's only
-    # writer). Matched by order, not by GTID value: a row's gtid is Header.gtid, the executed set, which on
-    # MariaDB does not include the row's own transaction yet.
-    first_pos: dict[str, int] = {}
-    for r in rows:
-        first_pos[r["gtid"]] = min(r["pos"], first_pos.get(r["gtid"], r["pos"]))
-    tx_of = {g: c for g, c in zip(sorted(first_pos, key=first_pos.__getitem__), commits, strict=False)}
-    tx_rows: dict[str, int] = defaultdict(int)
-    for r in rows:
-        tx_rows[r["gtid"]] += r["count"]
+    # The table's only writer is the bench's writer, and its transactions reach the changelog whole and in binlog
+    # order, so the changelog's rows in (pos, row) order are the writer's commits one after another: the i-th
+    # commit's rows are the next commits[i]["rows"] of them. (Header.gtid, which earlier grouped them, is empty
+    # unless the dump goes by GTID, as in Canal.)
+    order = (spark.read.format("delta").load(Lake(cfg.lake_root).changelog_path())
+             .where((F.col("schema_name") == W.SCHEMA) & (F.col("table_name") == W.TABLE))
+             .select("pos", "row", "window").orderBy("pos", "row").collect())
+    wins = [r["window"] for r in order]
     samples: list[tuple[float, int]] = []
     per_window: dict[int, list[tuple[float, int]]] = defaultdict(list)
     unmatched = 0
-    for r in rows:
-        c = tx_of.get(r["gtid"])
-        v = vis.get(r["window"])
-        if c is None or v is None or tx_rows[r["gtid"]] != c["rows"]:
-            unmatched += r["count"]
-            continue
-        samples.append((v - c["t"], r["count"]))
-        per_window[r["window"]].append((v - c["t"], r["count"]))
+    if len(wins) != sum(c["rows"] for c in commits):
+        unmatched = len(wins)   # rows of other transactions (or some missing): no commit can be placed
+    else:
+        i = 0
+        for c in commits:
+            counts: dict[int, int] = defaultdict(int)
+            for w in wins[i:i + c["rows"]]:
+                counts[w] += 1
+            i += c["rows"]
+            for w, n in counts.items():
+                v = vis.get(w)
+                if v is None:
+                    unmatched += n
+                    continue
+                samples.append((v - c["t"], n))
+                per_window[w].append((v - c["t"], n))
     applied = sum(n for _, n in samples)
     first = min(c["t"] for c in commits)
     last_visible = max((v for v in vis.values() if v is not None), default=first)
     # rows committed before each tick that no earlier-or-this window carried: the backlog the window left behind
     assigned: dict[int, int] = defaultdict(int)
-    for r in rows:
-        assigned[r["window"]] += r["count"]
+    for w in wins:
+        assigned[w] += 1
     table = []
     prev_tick = None
     done = 0
@@ -537,6 +542,11 @@ def main() -> int:
     ap.add_argument("--tx-rows", type=int, default=2000, help="row changes per transaction")
     ap.add_argument("--preload", type=int, default=100_000, help="rows in the table before the writer starts")
     ap.add_argument("--interval", type=int, default=30, help="sensor.interval_seconds, and the peer's interval")
+    ap.add_argument("--reconcile-seconds", type=float, default=None,
+                    help="sensor.reconcile_interval_seconds (default: the pipeline's; 0: no reconcile check rides "
+                         "along with the window runs)")
+    ap.add_argument("--no-deletion-vectors", dest="deletion_vectors", action="store_false",
+                    help="lake.deletion_vectors false: the mirrors' MERGEs copy on write")
     ap.add_argument("--window-rows", type=int, default=600_000,
                     help="window.max_rows (max_bytes and the ring store follow from it)")
     ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
