@@ -38,8 +38,6 @@ from tests.support.instances import OWN_INSTANCES, ensure_instance, instance_nam
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_DIR = REPO_ROOT / ".runtime"
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    stop_own_instances()
 
 
 def _instance_port(name: str, env_var: str, default: int) -> int:
@@ -209,6 +207,10 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_own_instances()  # a worker's own MariaDB instances (tests/support/instances.py)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,29 +9,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.instances import instance_dir, script
 from tests.support.net import free_port
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = str(REPO_ROOT / "scripts" / "mariadb.sh")
-
-
-def instance_dir(name: str) -> Path:
-    return REPO_ROOT / ".runtime" / "mariadb" / name
-
-
-def script(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """scripts/mariadb.sh with ``env`` over an environment without MARIADB_* settings."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MARIADB_") and k != "CI"}
-    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, env={**base, **(env or {})},
-                          timeout=timeout)
 
 
 def extra_port() -> int:

@@ -16,7 +16,8 @@ import pymysql
 import pytest
 
 from pipelines.cli import demo
-from tests.integration.extra_mariadb import REPO_ROOT, extra_instance, script
+from tests.integration.extra_mariadb import extra_instance
+from tests.support.instances import REPO_ROOT, script
 
 pytestmark = pytest.mark.integration
 

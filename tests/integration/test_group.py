@@ -22,7 +22,6 @@ from tests.support.instances import ensure_instance
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 BEGIN, ROWDATA, END = 1, 2, 3
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from tests.integration.extra_mariadb import extra_instance, instance_dir, script
+from tests.integration.extra_mariadb import extra_instance
+from tests.support.instances import instance_dir, script
 
 pytestmark = pytest.mark.integration
 

@@ -18,13 +18,24 @@ import pytest
 from tests.support.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_DIR = REPO_ROOT / ".runtime"
 MARIADB_SCRIPT = str(REPO_ROOT / "scripts" / "mariadb.sh")
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")   # gw0, gw1, ... under pytest-xdist
 OWN_INSTANCES = WORKER not in ("", "gw0")
 _DEFAULT_IDS = {"primary": (1, 0), "secondary": (2, 1)}  # server_id, gtid_domain_id, as scripts/mariadb.sh has them
 _started: list[str] = []
+
+
+def instance_dir(name: str) -> Path:
+    return REPO_ROOT / ".runtime" / "mariadb" / name
+
+
+def script(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """scripts/mariadb.sh with ``env`` over an environment without MARIADB_* settings (and without CI, which would
+    let a first start move off a busy port)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MARIADB_") and k != "CI"}
+    return subprocess.run([MARIADB_SCRIPT, *args], capture_output=True, text=True, env={**base, **(env or {})},
+                          timeout=timeout)
 
 
 def instance_name(base: str) -> str:
@@ -37,31 +48,29 @@ def ensure_instance(base: str) -> int:
     time; the shared ``secondary`` is started when it is not running; the shared ``primary`` is never started here
     (scripts/setup.sh starts it), so a missing one fails with instructions."""
     name = instance_name(base)
-    running = subprocess.run([MARIADB_SCRIPT, "status", name], capture_output=True).returncode == 0
-    if not running and (OWN_INSTANCES or base != "primary"):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MARIADB_")}
+    if script("status", name).returncode != 0 and (OWN_INSTANCES or base != "primary"):
         if OWN_INSTANCES:
-            shutil.rmtree(RUNTIME_DIR / "mariadb" / name, ignore_errors=True)
+            shutil.rmtree(instance_dir(name), ignore_errors=True)
             server_id, domain = _DEFAULT_IDS[base]
-            env.update(MARIADB_PORT=str(free_port()), MARIADB_SERVER_ID=str(server_id),
-                       MARIADB_GTID_DOMAIN_ID=str(domain), MARIADB_PORT_AUTO="1")
-        out = subprocess.run([MARIADB_SCRIPT, "start", name], capture_output=True, text=True, env=env, timeout=300)
+            env = {"MARIADB_PORT": str(free_port()), "MARIADB_SERVER_ID": str(server_id),
+                   "MARIADB_GTID_DOMAIN_ID": str(domain)}
+        else:  # the shared secondary at its usual port; under CI=true a first start may move off a busy one
+            env = {"CI": os.environ["CI"]} if "CI" in os.environ else {}
+        out = script("start", name, env=env, timeout=300)
         if out.returncode != 0:
             pytest.fail(f"scripts/mariadb.sh start {name} failed: {out.stderr[-2000:]}", pytrace=False)
         if OWN_INSTANCES:
             _started.append(name)
-    got = subprocess.run([MARIADB_SCRIPT, "port", name], capture_output=True, text=True)
+    got = script("port", name)
     if got.returncode != 0 or not got.stdout.strip().isdigit():
         pytest.fail(f"private MariaDB {name} is not running ({got.stderr.strip()}): run scripts/setup.sh",
                     pytrace=False)
     return int(got.stdout.strip())
 
 
-
-
 def stop_own_instances() -> None:
     """Stop and remove the instances this worker started (each run starts them fresh)."""
     while _started:
         name = _started.pop()
-        subprocess.run([MARIADB_SCRIPT, "stop", name], capture_output=True, timeout=300)
-        shutil.rmtree(RUNTIME_DIR / "mariadb" / name, ignore_errors=True)
+        script("stop", name, timeout=300)
+        shutil.rmtree(instance_dir(name), ignore_errors=True)
