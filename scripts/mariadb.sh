@@ -135,7 +135,7 @@ ensure_tls() {
 }
 
 write_cnf() {
-    mkdir -p "$BASE" "$DATADIR"
+    mkdir -p "$BASE" "$DATADIR" "$BASE/tmp"
     ensure_tls
     local tmp="$CNF.tmp.$$"
     cat >"$tmp" <<EOF
@@ -144,6 +144,8 @@ write_cnf() {
 user                        = root
 basedir                     = /usr
 datadir                     = $DATADIR
+# temporary tables of its own: instances bootstrapping side by side never meet in a shared /tmp
+tmpdir                      = $BASE/tmp
 socket                      = $SOCKET
 pid-file                    = $PIDFILE
 log-error                   = $ERRLOG
