@@ -15,11 +15,6 @@ scripts/setup.sh
 # the type checker: its settings and the checked packages are in pyproject.toml ([tool.mypy]); 0 errors is green
 .venv/bin/mypy
 
-# The suite's Spark JVMs are short-lived and run many small, different queries (and Spark generates classes for each):
-# by default C2 recompiles thousands of methods each JVM uses only a few thousand times, a third of the suite's JVM
-# CPU. Ten times Java's tier-4 thresholds leave C2 the really hot code (measured: -8% CPU on a Spark-bound module).
-export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:-} -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 \
--XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000"
 rc=0
 .venv/bin/python -m pytest -q --durations=25 -n "${CANAL_TEST_WORKERS:-2}" --dist loadfile "$@" || rc=$?
 if (( rc == 5 )); then
