@@ -20,3 +20,8 @@ def binlog_end(conn_kwargs: Mapping[str, Any]) -> tuple[str, int]:
     finally:
         conn.close()
     return file, pos
+
+
+def master_status(settings: Any) -> tuple[str, int]:
+    """``binlog_end`` of a test MariaDB instance's settings (tests/support/instances.py)."""
+    return binlog_end(settings.repl_kwargs())

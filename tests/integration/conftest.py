@@ -15,7 +15,8 @@ from canal_core.meta.zkclient import new_client
 from canal_core.protocol.auth import stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
-from tests.integration.tcp_served import PASSWORD, TABLE_A, TABLE_B, USER, Recorder, Served, master_status, server_conf
+from tests.integration.binlog_end import master_status
+from tests.integration.tcp_served import PASSWORD, TABLE_A, TABLE_B, USER, Recorder, Served, server_conf
 
 
 @pytest.fixture

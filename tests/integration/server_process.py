@@ -16,13 +16,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from canal_core.meta.zkpayload import decode_running
 from canal_core.protocol.auth import scramble, stored_hash
 from canal_core.protocol.proto import CanalProtocol_pb2 as cp
+from canal_core.protocol.zkpaths import server_running_path
 from tests.support.net import free_port
 
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+CANAL_SERVER_BIN = Path(sys.executable).parent / "canal-server"   # the console script pip installed
 USER = "canal"
 PASSWORD = "hostile-secret"
 
@@ -146,6 +152,43 @@ def start_server(conf: Path, run: Path, *, nofile: int | None = None, timeout: f
         time.sleep(0.1)
     server.stop()
     raise AssertionError(f"canal-server not ready within {timeout} s: {server.output()[-3000:]}")
+
+
+class RestartableServer:
+    """The installed ``canal-server`` console script on a conf dir, in the foreground as a child process that can be
+    stopped and started again on the same conf and port; TIMESTAMP text in UTC (TZ)."""
+
+    def __init__(self, conf: Path, run: Path) -> None:
+        self.conf, self.run = conf, run
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, port: int) -> None:
+        env = {**os.environ, "TZ": "UTC"}
+        argv = [str(CANAL_SERVER_BIN), "run", "--conf", str(self.conf), "--run-dir", str(self.run)]
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"canal-server exited {self.proc.returncode}; see {self.run}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"canal-server did not listen on {port} within 30 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+def running_address(zk: KazooClient, destination: str) -> str | None:
+    """The address in the destination's running node in ZooKeeper (the active server of an HA pair); None between
+    two servers."""
+    try:
+        return str(decode_running(zk.get(server_running_path(destination))[0]).get("address") or "") or None
+    except Exception:  # no node (between two servers)
+        return None
 
 
 def wait(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:

@@ -25,7 +25,6 @@ from canal_core.protocol.proto import CanalProtocol_pb2 as cp
 from canal_core.protocol.proto import EntryProtocol_pb2 as ep
 from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
-from tests.integration.binlog_end import binlog_end
 from tests.support.conf import source, write_conf
 
 USER = "canal"
@@ -33,10 +32,6 @@ PASSWORD = "tcp-secret"
 TABLE_A = "tcpsrv_a"
 TABLE_B = "tcpsrv_b"
 COLUMNS = ("id", "name", "amount", "created", "note")
-
-
-def master_status(settings: Any) -> tuple[str, int]:
-    return binlog_end(settings.repl_kwargs())
 
 
 def write_rows(admin_conn: Any, table: str, first: int, n: int) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from tests.integration.binlog_end import binlog_end
+from tests.integration.binlog_end import master_status
 from tests.support.net import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -98,10 +98,6 @@ def _one(conn: pymysql.connections.Connection, sql: str) -> tuple[Any, ...]:
         row = cur.fetchone()
     assert row is not None, sql
     return row
-
-
-def master_status(settings: Any) -> tuple[str, int]:
-    return binlog_end(settings.repl_kwargs())
 
 
 def rows_of(events: list[dict[str, Any]], table: str) -> list[tuple[str, list[Any]]]:

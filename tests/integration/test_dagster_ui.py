@@ -33,6 +33,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from pipelines.engine.config import REPO_ROOT
+from tests.integration.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.integration
@@ -46,10 +47,6 @@ EXPECTED_KEYS = {CHANGELOG, *SOURCES, *MIRRORS}
 EXPECTED_EDGES = {(s, CHANGELOG) for s in SOURCES} | {(CHANGELOG, m) for m in MIRRORS}
 EXPECTED_GROUPS = {CHANGELOG: "canal", **dict.fromkeys(SOURCES, "mysql"), **dict.fromkeys(MIRRORS, "mirror")}
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = REPO_ROOT / ".runtime" / "artifacts"
 SERVER_START_TIMEOUT = 240.0   # the machine is slow and loaded: the code location alone takes ~20 s there
 GRAPH_TIMEOUT = 90.0           # a page until its graph is drawn
 

@@ -45,10 +45,10 @@ from kazoo.client import KazooClient
 
 from canal_core.client.connector import CanalClientError, ClusterConnector
 from canal_core.client.zookeeper import ServerDiscovery
-from canal_core.meta.zkpayload import decode_running
 from canal_core.protocol.proto import EntryProtocol_pb2 as ep
-from canal_core.protocol.zkpaths import cluster_path, cursor_path, destination_cluster_path, server_running_path
+from canal_core.protocol.zkpaths import cluster_path, cursor_path, destination_cluster_path
 from canal_core.server.controller import CanalController
+from tests.integration.server_process import running_address
 from tests.support.net import CutProxy, free_port
 
 pytestmark = pytest.mark.integration
@@ -356,13 +356,6 @@ def ha_table(admin_conn: Any, request: pytest.FixtureRequest) -> Iterator[str]:
         cur.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def running_address(zk: KazooClient, destination: str = DEST) -> str | None:
-    try:
-        return str(decode_running(zk.get(server_running_path(destination))[0]).get("address") or "") or None
-    except Exception:  # no node (between two servers)
-        return None
-
-
 def slave_ids() -> tuple[int, int]:
     base = random.randint(1 << 20, (1 << 31) - 3)
     return base, base + 1
@@ -371,7 +364,7 @@ def slave_ids() -> tuple[int, int]:
 def start_pair(a: HaServer, b: HaServer, zk: KazooClient) -> None:
     """a first (it becomes active), then b (standby)."""
     a.start()
-    wait_for(lambda: running_address(zk) == a.address, 15, f"{a.name} active")
+    wait_for(lambda: running_address(zk, DEST) == a.address, 15, f"{a.name} active")
     wait_for(lambda: a.status().get("destinations", {}).get(DEST, {}).get("state") == "running", 10,
              f"{a.name} running {DEST}")
     b.start()
@@ -457,8 +450,8 @@ def test_sigkill_of_the_active_fails_over_within_10s_and_loses_nothing(
             a.kill()
             cursor_at_kill = cursors.read()  # nobody can write it until b is active
             assert cursor_at_kill is not None
-            wait_for(lambda: running_address(zk) == b.address, 10, "b in the running node within 10 s of the kill",
-                     step=0.02)
+            wait_for(lambda: running_address(zk, DEST) == b.address, 10,
+                     "b in the running node within 10 s of the kill", step=0.02)
             failover_s = time.time() - killed_at
             print(f"\nfailover: b holds {DEST}/running {failover_s:.2f} s after the SIGKILL")
             wait_for(lambda: any(x.server == b.address for x in consumer.batches), 20, "rows through b")
@@ -511,7 +504,8 @@ def test_active_cut_from_zookeeper_stops_dumping_before_the_standby_starts(
 
             cut_at = time.time()
             proxy.cut()  # a loses ZooKeeper; MariaDB and its TCP clients stay reachable
-            wait_for(lambda: running_address(zk) == b.address, 20, "b active after a's session expired", step=0.02)
+            wait_for(lambda: running_address(zk, DEST) == b.address, 20, "b active after a's session expired",
+                     step=0.02)
             b_active = time.time()
             since = wait_for(lambda: b.ha().get("since"), 5, "b's status names when it became active") / 1000
             wait_for(lambda: any(x.server == b.address for x in consumer.batches), 20, "rows through b")
@@ -538,7 +532,7 @@ def test_active_cut_from_zookeeper_stops_dumping_before_the_standby_starts(
             wait_for(lambda: a.status().get("destinations", {}).get(DEST, {}).get("state") == "standby"
                      and a.ha().get("running") == b.address, 20, "a back as a standby")
             time.sleep(1.0)
-            assert running_address(zk) == b.address
+            assert running_address(zk, DEST) == b.address
             check_cursor(cursors, zk, consumer)
     finally:
         proxy.close()
@@ -578,11 +572,11 @@ def test_sigterm_flushes_the_cursor_then_releases_to_the_standby(
         a.proc.send_signal(signal.SIGTERM)  # what `canal-server stop` sends (a is our child: we reap it)
         assert a.proc.wait(30) == 0
         stopped_at = time.monotonic()
-        assert running_address(zk) != a.address  # released at stop
+        assert running_address(zk, DEST) != a.address  # released at stop
         last_commit = max(x.last_commit for x in consumer.batches if x.acked and x.last_commit)
         cursor = CursorSampler(zk).read()
         assert cursor is not None and cursor >= last_commit  # the final flush, made while a held the fence
-        wait_for(lambda: running_address(zk) == b.address, 15, "b active")
+        wait_for(lambda: running_address(zk, DEST) == b.address, 15, "b active")
         took = time.monotonic() - stopped_at
         assert took > 3.5, f"b took over {took:.1f} s after a released: Canal's standby delay is 5 s"
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.engine import lake as L
 from pipelines.engine.remerge import remerge_mirror
-from tests.integration.test_lake import D, I, Part, U, Win, k, stage, table_of
+from tests.support.staged_windows import D, I, Part, U, Win, k, stage, table_of
 
 LOG = [("a", pa.int32(), False), ("note", pa.string(), False)]
 NAME = "shop.log"

@@ -23,8 +23,8 @@ from pipelines.engine.lake import Lake
 from pipelines.engine.source import make_source
 from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
-from tests.integration.test_ha import running_address, wait_for
-from tests.integration.test_pipeline_remote import Server
+from tests.integration.server_process import RestartableServer, running_address
+from tests.integration.server_process import wait as wait_for
 from tests.support.net import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
@@ -61,10 +61,10 @@ def test_pipeline_on_a_canal_cluster_converges_across_a_failover(mariadb_setting
     cfg = make_config(tmp_path, mariadb_settings, DEST, f"{SCHEMA}\\\\..*",
                       canal={"mode": "cluster", "zk_servers": zk_chroot})
     base = random.randint(1 << 20, (1 << 31) - 3)
-    servers: dict[str, tuple[Server, int]] = {}
+    servers: dict[str, tuple[RestartableServer, int]] = {}
     for i, name in enumerate(("a", "b")):
         conf, port = _server_conf(cfg.canal.conf_dir, tmp_path / name, zk_chroot, base + i)
-        servers[f"127.0.0.1:{port}"] = (Server(conf, tmp_path / name / "logs"), port)
+        servers[f"127.0.0.1:{port}"] = (RestartableServer(conf, tmp_path / name / "logs"), port)
     zk = KazooClient(hosts=zk_chroot)
     zk.start(timeout=10)
     try:

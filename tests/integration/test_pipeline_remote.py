@@ -5,11 +5,6 @@ server was restarted mid-stream (its un-acked batches come again and are applied
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,38 +14,11 @@ from pipelines.engine.config import PipelineConfig
 from pipelines.engine.lake import Lake
 from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
+from tests.integration.server_process import RestartableServer
 from tests.support.net import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
-BIN = Path(sys.executable).parent / "canal-server"
-
-
-class Server:
-    """canal-server on a conf dir, in the foreground as a child process; TIMESTAMP text in UTC (TZ)."""
-
-    def __init__(self, conf: Path, run: Path) -> None:
-        self.conf, self.run = conf, run
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, port: int) -> None:
-        env = {**os.environ, "TZ": "UTC"}
-        self.proc = subprocess.Popen([str(BIN), "run", "--conf", str(self.conf), "--run-dir", str(self.run)],
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"canal-server exited {self.proc.returncode}; see {self.run}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"canal-server did not listen on {port} within 30 s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
 
 
 def _remote_config(tmp_path: Path, settings: Any) -> tuple[PipelineConfig, int]:
@@ -71,7 +39,7 @@ def test_pipeline_on_a_remote_canal_server_converges(mariadb_settings: Any, db: 
     for _ in range(10):
         w.tx()
     cfg, port = _remote_config(tmp_path, mariadb_settings)
-    server = Server(cfg.canal.conf_dir, tmp_path / "logs")
+    server = RestartableServer(cfg.canal.conf_dir, tmp_path / "logs")
     server.start(port)
     try:
         driver = Driver(cfg, tmp_path / "home")

@@ -14,7 +14,7 @@ import pytest
 
 from pipelines.engine.source import CanalSource, EmbeddedCanalSource, RemoteCanalSource, make_source
 from tests.integration.pipeline_driver import make_config
-from tests.integration.test_pipeline_remote import Server
+from tests.integration.server_process import RestartableServer
 from tests.support.net import free_port
 from tests.support.schema import scratch_schema
 
@@ -80,7 +80,7 @@ def test_remote_source_reports_its_outstanding_batches(mariadb_settings: Any, db
     props = cfg.canal.conf_dir / "canal.properties"
     props.write_text(props.read_text() + f"canal.ip = 127.0.0.1\ncanal.port = {port}\n"
                      f"canal.metrics.pull.port = {free_port()}\ncanal.file.data.dir = {tmp_path / 'data'}\n")
-    server = Server(cfg.canal.conf_dir, tmp_path / "logs")
+    server = RestartableServer(cfg.canal.conf_dir, tmp_path / "logs")
     server.start(port)
     source = make_source(cfg)
     assert isinstance(source, RemoteCanalSource)

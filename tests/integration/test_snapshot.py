@@ -21,7 +21,8 @@ from pipelines.engine.replay import ReplaySource, replay_entries
 from pipelines.engine.snapshot import SnapshotError, take_snapshot
 from pipelines.engine.staging import stage_window, window_path
 from pipelines.engine.window import OP_INSERT
-from tests.integration.test_staging import COLUMNS, MAX_ROW, MIN_ROW, ZERO_ROW, _insert, _master_status, _random_row
+from tests.integration.binlog_end import master_status
+from tests.integration.type_rows import COLUMNS, MAX_ROW, MIN_ROW, ZERO_ROW, insert_rows, random_row
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +40,14 @@ def test_snapshot_equals_binlog_path_and_splits_at_its_position(mariadb_settings
     cur.execute(f"DROP TABLE IF EXISTS canal_test.{TABLE}")
     cols_sql = ", ".join(f"{n} {t}" for n, t, _ in COLUMNS)
     cur.execute(f"CREATE TABLE canal_test.{TABLE} (id INT PRIMARY KEY, {cols_sql}) DEFAULT CHARSET=utf8mb4")
-    start = _master_status(mariadb_settings)
+    start = master_status(mariadb_settings)
     r = random.Random(11)
-    rows = [(1, MAX_ROW), (2, MIN_ROW), (3, {}), (4, ZERO_ROW)] + [(i, _random_row(r)) for i in range(5, 31)]
+    rows = [(1, MAX_ROW), (2, MIN_ROW), (3, {}), (4, ZERO_ROW)] + [(i, random_row(r)) for i in range(5, 31)]
     cur.execute("BEGIN")
-    _insert(cur, TABLE, rows)
+    insert_rows(cur, TABLE, rows)
     cur.execute("COMMIT")
 
-    later = [(i, _random_row(r)) for i in range(31, 36)]
+    later = [(i, random_row(r)) for i in range(31, 36)]
 
     def write_meanwhile(_pos: Any) -> None:
         # another session commits while the snapshot transaction is open
@@ -58,7 +59,7 @@ def test_snapshot_equals_binlog_path_and_splits_at_its_position(mariadb_settings
                 with c.cursor() as k:
                     k.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00'")
                     k.execute("BEGIN")
-                    _insert(k, TABLE, later)
+                    insert_rows(k, TABLE, later)
                     k.execute(f"DELETE FROM canal_test.{TABLE} WHERE id = 5")
                     k.execute("COMMIT")
             finally:

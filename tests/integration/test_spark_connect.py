@@ -1,6 +1,7 @@
 """pipelines.engine.lake on a Spark Connect session: a server started by scripts/spark-connect.sh (fails, never skips,
 when it cannot start), the core lake behaviours through it, every expected table state written out by hand and read back
-with plain SELECTs. Staged windows come from test_lake's writer of the staging contract."""
+with plain SELECTs. Staged windows come from tests/support/staged_windows.py, the tests' writer of the staging
+contract."""
 
 from __future__ import annotations
 
@@ -17,13 +18,23 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_lake import ITEMS, Part, Win, changelog_windows, k, p, remerge_beside_a_window, stage, table_of
 
 from pipelines.engine import lake as L
 from pipelines.engine.reconcile import arrow_fingerprint, dataframe_fingerprint
 from pipelines.engine.types import arrow_type
 from pipelines.engine.window import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnSpec
 from tests.support.net import free_port
+from tests.support.staged_windows import (
+    ITEMS,
+    Part,
+    Win,
+    changelog_windows,
+    k,
+    p,
+    remerge_beside_a_window,
+    stage,
+    table_of,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -24,6 +24,7 @@ from canal_core.protocol.auth import stored_hash
 from canal_core.server.controller import CanalController
 from canal_core.server.embedded import CanalServerWithEmbedded
 from canal_core.server.tcp import CanalTcpServer
+from tests.integration.binlog_end import master_status
 from tests.integration.tcp_served import (
     PASSWORD,
     TABLE_A,
@@ -34,7 +35,6 @@ from tests.integration.tcp_served import (
     apply_entries,
     controller_conf,
     drain,
-    master_status,
     select_rows,
     write_rows,
 )

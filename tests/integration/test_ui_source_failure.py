@@ -31,9 +31,9 @@ from playwright.sync_api import Page, sync_playwright
 
 from pipelines.cli import deployment
 from pipelines.cli.supervisor import Supervisor
+from tests.integration.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.integration.dagster_services import REPO_ROOT, instance_home
 from tests.integration.extra_mariadb import extra_instance
-from tests.integration.test_dagster_ui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.support.instances import script
 from tests.support.net import free_port
 

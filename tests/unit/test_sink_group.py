@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-from test_sink import Stream, feed, kinds
 
 from canal_core.entry.model import ENTRY_ROWDATA, ENTRY_TRANSACTIONBEGIN, ENTRY_TRANSACTIONEND, CanalEntry
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.sink import GroupSink, SinkClosedError, position_after
+from tests.unit.sink_streams import Stream, feed, kinds
 
 FAR_FUTURE = 1 << 60
 
