@@ -23,6 +23,7 @@ from canal_core.protocol.auth import scramble, stored_hash
 from canal_core.protocol.proto import CanalProtocol_pb2 as cp
 from canal_core.protocol.zkpaths import server_running_path
 from tests.support.net import free_port
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -192,14 +193,7 @@ def running_address(zk: KazooClient, destination: str) -> str | None:
 
 
 def wait(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+    return wait_until(pred, timeout, what, step=0.05)
 
 
 # ---- Canal's wire protocol by hand, for clients that do what no connector would ---------------------------

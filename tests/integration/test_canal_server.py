@@ -16,6 +16,7 @@ from canal_core.protocol.identity import ClientIdentity
 from canal_core.server.controller import CanalController
 from tests.support.conf import source, write_conf
 from tests.support.net import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -46,12 +47,7 @@ def _status(run: Path) -> dict[str, Any]:
 
 
 def _wait(pred: Any, timeout: float = 15) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return False
+    return bool(wait_until(pred, timeout, step=0.1))
 
 
 def test_start_status_autoscan_stop(mariadb_settings: Any, tmp_path: Path) -> None:

@@ -33,9 +33,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from canal_core.protocol.zkpaths import cluster_path, cursor_path, destination_c
 from canal_core.server.controller import CanalController
 from tests.integration.server_process import running_address
 from tests.support.net import CutProxy, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,15 +62,7 @@ CLIENT_ID = 1001
 Pos = tuple[str, int]  # (binlog file, offset)
 
 
-def wait_for(cond: Callable[[], Any], timeout: float, what: str, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:g} s")
-        time.sleep(step)
+wait_for = partial(wait_until, step=0.05)
 
 
 class HaServer:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.conf import source, write_conf
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +43,7 @@ def _lines(log: Path) -> list[str]:
 
 
 def _wait(pred: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
+    wait_until(pred, timeout, step=0.05)
 
 
 def _writer(admin_kwargs: dict[str, Any], ids: range) -> None:

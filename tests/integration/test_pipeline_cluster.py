@@ -24,8 +24,8 @@ from pipelines.engine.source import make_source
 from tests.integration.e2e_workload import SCHEMA, Workload, changelog_counts, converge
 from tests.integration.pipeline_driver import Driver, make_config
 from tests.integration.server_process import RestartableServer, running_address
-from tests.integration.server_process import wait as wait_for
 from tests.support.net import free_port
+from tests.support.waiting import wait_until as wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 

@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from canal_core.meta.zkclient import ZkServers
 from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.server.running import ServerRegistration, ServerRunningMonitor
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +35,7 @@ RUNNING = f"{DEST}/running"
 
 
 def wait_for(cond: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.02)
+    wait_until(cond, timeout)
 
 
 @pytest.fixture

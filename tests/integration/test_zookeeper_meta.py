@@ -32,6 +32,7 @@ from canal_core.protocol.zkpaths import mark_node
 from canal_core.server.embedded import CanalServerWithEmbedded
 from tests.support.conf import write_conf
 from tests.support.schema import scratch_table
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -148,10 +149,7 @@ def test_unsubscribe_deletes_the_client_recursively(direct: ZooKeeperMetaManager
 def _wait(cond: Any, timeout: float, step: float = 0.01) -> float:
     """Seconds until cond() is true; fails after timeout."""
     t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(step)
+    wait_until(cond, timeout, step=step)
     return time.monotonic() - t0
 
 

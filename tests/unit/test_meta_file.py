@@ -17,6 +17,7 @@ from canal_core.meta import BatchLedger, FileMixedMetaManager, MetaStoreError, P
 from canal_core.parse.position import FailbackPositionManager, MemoryPositionManager, MetaPositionManager
 from canal_core.protocol.identity import ClientIdentity
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 C1 = ClientIdentity("example", 1001, "")
@@ -32,12 +33,7 @@ def pos(offset: int = 13885, journal: str = "mysql-bin.000004") -> LogPosition:
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 3.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
+    return wait_until(cond, timeout, step=0.01)
 
 
 def read(path: Path) -> bytes:

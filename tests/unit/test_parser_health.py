@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from typing import Any
 
 import pymysql
@@ -30,6 +29,7 @@ from canal_core.parse.model import SchemaMismatchError
 from canal_core.parse.parser import EventParser, ParserConfig, SourceConfig
 from canal_core.parse.position import MemoryPositionManager
 from canal_core.protocol.position import EntryPosition, LogPosition
+from tests.support.waiting import wait_until
 from tests.unit.fixture_support import make_event
 from tests.unit.parser_fakes import FakeHistory, FakeSource
 
@@ -172,10 +172,7 @@ class Parser(EventParser):
 
 
 def _wait(cond: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    wait_until(cond, timeout, step=0.01)
 
 
 def test_the_parser_clears_its_error_at_the_first_event_after_it() -> None:

@@ -7,15 +7,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from pipelines.engine.processes import alive_since, read_stat, session_members, stop_sessions
+from tests.support.waiting import wait_until
 
 
-def _wait(cond: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+def _wait(cond: Callable[[], object], timeout: float = 10.0) -> None:
+    wait_until(cond, timeout)
 
 
 def test_a_pid_is_the_reported_process_only_if_it_started_before_the_report() -> None:

@@ -13,6 +13,7 @@ import pytest
 from canal_core.entry.model import ENTRY_ROWDATA, ENTRY_TRANSACTIONBEGIN, ENTRY_TRANSACTIONEND, CanalEntry
 from canal_core.protocol.position import EntryPosition, LogIdentity, LogPosition
 from canal_core.sink import GroupSink, SinkClosedError, position_after
+from tests.support.waiting import wait_until
 from tests.unit.sink_streams import Stream, feed, kinds
 
 FAR_FUTURE = 1 << 60
@@ -54,10 +55,7 @@ def check_no_interleaving(entries: list[CanalEntry]) -> list[tuple[int, int]]:
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+    wait_until(cond, timeout, step=0.001)
 
 
 def run_threads(targets: list[Callable[[], None]]) -> list[BaseException]:

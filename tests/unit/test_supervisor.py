@@ -15,6 +15,7 @@ import pytest
 
 from pipelines.cli.supervisor import Service, Supervisor
 from pipelines.engine.processes import read_stat
+from tests.support.waiting import wait_until
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 
@@ -33,10 +34,7 @@ class Lines:
 # A bound, not a duration: on a machine saturated by the rest of the suite, a child's start and stop have taken
 # over 15 s; the wait returns as soon as the condition holds.
 def _wait(cond: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met"
-        time.sleep(0.05)
+    wait_until(cond, timeout, step=0.05)
 
 
 def _gone(pid: int) -> bool:
