@@ -199,10 +199,12 @@ def zk_chroot(zookeeper: str, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local Spark session with Delta, started offline from the jar cache, shared by the run."""
+    """One local Spark session with Delta, started offline from the jar cache, shared by the run (in Spark's
+    interpreted mode: tests/support/spark.py)."""
     from pipelines.engine.sparkenv import spark_session_builder
+    from tests.support.spark import INTERPRETED
 
-    session = spark_session_builder("canal-core-tests").getOrCreate()
+    session = spark_session_builder("canal-core-tests", conf=INTERPRETED).getOrCreate()
     try:
         yield session
     finally:

@@ -24,6 +24,7 @@ from pipelines.engine.reconcile import arrow_fingerprint, dataframe_fingerprint
 from pipelines.engine.types import arrow_type
 from pipelines.engine.window import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnSpec
 from tests.support.net import free_port
+from tests.support.spark import INTERPRETED
 from tests.support.staged_windows import (
     ITEMS,
     Part,
@@ -55,7 +56,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     env = {**os.environ, "CANAL_SPARK_CONNECT_DIR": str(tmp_path_factory.mktemp("spark-connect")),
            "CANAL_SPARK_CONNECT_PORT": str(free_port())}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    r = _script(env, "start")
+    r = _script(env, "start", *(a for k, v in INTERPRETED.items() for a in ("--conf", f"{k}={v}")))
     if r.returncode != 0:
         pytest.fail(f"scripts/spark-connect.sh start failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
     url = r.stdout.strip().splitlines()[-1]
