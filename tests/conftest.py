@@ -35,6 +35,7 @@ import pymysql
 import pytest
 
 from tests.support.instances import OWN_INSTANCES, ensure_instance, instance_name, stop_own_instances
+from tests.support.schedule import module_rank
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUNTIME_DIR = REPO_ROOT / ".runtime"
@@ -223,7 +224,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests under tests/integration/ carry the `integration` marker (for -m selection only). Tests marked `long`
-    are deselected (the summary line counts them) unless --long is given."""
+    are deselected (the summary line counts them) unless --long is given. The longest modules come first
+    (tests/support/schedule.py), each module's tests in their own order."""
+    items.sort(key=lambda item: module_rank(item.nodeid))  # stable: modules and their tests keep their order
     integration_dir = Path(__file__).parent / "integration"
     for item in items:
         if integration_dir in Path(str(item.fspath)).parents:

@@ -40,3 +40,13 @@ def test_the_check_sees_both_import_forms() -> None:
                      "def f():\n    from tests.unit.test_sink import feed\n")
     found = [m for _, m in _imported(tree) if _is_test_module(m)]
     assert found == ["tests.integration.test_lake", "test_sink", "tests.unit.test_sink"]
+
+
+def test_the_schedule_names_modules_that_exist() -> None:
+    # a renamed module would silently lose its place at the front of the schedule (tests/support/schedule.py)
+    from tests.support.schedule import LONGEST_FIRST, module_rank
+
+    missing = [m for m in LONGEST_FIRST if not (TESTS.parent / m).is_file()]
+    assert not missing, f"tests/support/schedule.py names modules that do not exist: {missing}"
+    assert module_rank("tests/integration/test_lake.py::test_x") == 0
+    assert module_rank("tests/unit/test_not_listed.py::test_x") == len(LONGEST_FIRST)
