@@ -327,6 +327,41 @@ def test_reconcile_fingerprint(cspark: Any, tmp_path: Path) -> None:
     assert damaged.count == 3 and damaged != want and "rows differ" in damaged.diff(want)
 
 
+def test_table_state_from_the_local_log_equals_the_spark_replay(cspark: Any, tmp_path: Path) -> None:
+    """On a Connect server on this machine the table state is read from the log files here (no Spark job): past a
+    checkpoint, with several txn appIds and a property change, it equals the replay through Spark and what was
+    written; a log it cannot replay exactly is left to Spark."""
+    from pipelines.engine.lake import delta_log
+
+    path = str(tmp_path / "t")
+    cspark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('canal.x' = 'a')")
+    for i in range(1, 13):   # Delta checkpoints every 10 commits
+        cspark.conf.set(TXN_APP, "odd" if i % 2 else "even")
+        cspark.conf.set(TXN_VERSION, str(100 + i))
+        try:
+            cspark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
+        finally:
+            cspark.conf.unset(TXN_APP)
+            cspark.conf.unset(TXN_VERSION)
+    cspark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('canal.x' = 'b', 'canal.y' = 'c')")
+    log_dir = delta_log._local_log_dir(cspark, path)
+    assert log_dir == f"{path}/_delta_log" and (tmp_path / "t" / "_delta_log" / "_last_checkpoint").exists()
+    local = delta_log._read_local_log(log_dir)
+    assert local is not None and local == delta_log._log_snapshot(cspark, path)
+    assert (local.version, local.txns) == (13, {"odd": 111, "even": 112})
+    assert (local.properties["canal.x"], local.properties["canal.y"]) == ("b", "c")
+    st = L.table_state(cspark, path, "even")
+    assert (st.exists, st.version, st.position) == (True, 13, 112)
+    assert delta_log._read_local_log(str(tmp_path / "none" / "_delta_log")) is None
+    assert not L.is_delta_table(cspark, str(tmp_path / "none"))
+    assert delta_log._local_log_dir(cspark, "s3a://bucket/lake/t") is None
+    # the checkpoint's hint gone and the first commit cleaned up: no exact replay here; Spark's is the answer
+    (tmp_path / "t" / "_delta_log" / "_last_checkpoint").unlink()
+    (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").unlink()
+    with pytest.raises(delta_log._Unreadable):
+        delta_log._read_local_log(log_dir)
+
+
 def test_stop(server: tuple[str, dict[str, str]], cspark: Any) -> None:
     url, env = server
     cspark.stop()   # released first: a client whose server is gone retries its release for minutes

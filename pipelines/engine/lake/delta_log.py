@@ -1,9 +1,13 @@
 """A Delta table's state (version, txn versions, properties) as its log records it: through py4j on a classic
-session, replayed from the log files through Spark on a Spark Connect session."""
+session; on a Spark Connect session read from the log files by this process when the server runs on this machine
+and the table is on a local path (the default deployment: no Spark job at all), else replayed through Spark."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +59,106 @@ class _LogSnapshot:
     version: int
     txns: dict[str, int]
     properties: dict[str, str]
+
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+def _local_log_dir(spark: SparkSession, path: str) -> str | None:
+    """The table's _delta_log directory when this process can read it as the server does: a plain or file: path
+    and a Connect server on a loopback address (a server elsewhere may see another disk under the same path)."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    if not path.startswith("/") and not path.startswith("file:"):
+        return None
+    try:
+        host = str(spark.client.host)
+        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except (AttributeError, ValueError):
+        return None
+    if not loopback:
+        return None
+    local = re.sub(r"^file:(//)?", "", path) if path.startswith("file:") else path
+    return os.path.join(local, "_delta_log")
+
+
+class _Unreadable(Exception):
+    """The local log files do not make an exact replay (a file missing or unreadable, a checkpoint format this
+    reader does not know): the caller replays through Spark instead, which raises what is wrong."""
+
+
+def _read_local_log(log_dir: str) -> _LogSnapshot | None:
+    """The table state from the log files themselves: the checkpoint ``_last_checkpoint`` names plus every commit
+    after it up to the newest commit file (as _log_snapshot does through Spark). None when there is no table;
+    _Unreadable when the files do not make an exact replay."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = os.listdir(log_dir)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _Unreadable(str(exc)) from exc
+    versions = [int(m.group(1)) for n in names if (m := _COMMIT.match(n))]
+    if not versions:
+        if any(n.endswith(".parquet") for n in names):
+            raise _Unreadable(f"{log_dir}: checkpoints but no commit files")
+        return None
+    version = max(versions)
+    txns: dict[str, tuple[int, int]] = {}
+    meta: tuple[int, dict[str, str]] | None = None
+
+    def take(v: int, txn: Any, md: Any) -> None:
+        nonlocal meta
+        if txn and txn.get("appId") is not None:
+            app = txn["appId"]
+            if app not in txns or v >= txns[app][0]:
+                txns[app] = (v, int(txn["version"]))
+        if md and (meta is None or v >= meta[0]):
+            conf = md.get("configuration") or {}
+            meta = (v, dict(conf) if isinstance(conf, dict) else {str(k): str(x) for k, x in conf})
+
+    first = 0
+    try:
+        hint_file = os.path.join(log_dir, "_last_checkpoint")
+        hint = None
+        if os.path.exists(hint_file):
+            with open(hint_file, encoding="utf-8") as fh:
+                hint = json.loads(fh.read())
+        if hint is not None and int(hint["version"]) <= version:
+            cp = int(hint["version"])
+            first = cp + 1
+            if hint.get("v2Checkpoint"):
+                raise _Unreadable("a v2 checkpoint")  # its sidecars: left to the Spark replay
+            n = int(hint.get("parts") or 0)
+            files = ([f"{cp:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)] if n
+                     else [f"{cp:020d}.checkpoint.parquet"])
+            for f in files:
+                table = pq.read_table(os.path.join(log_dir, f), columns=["txn", "metaData"])
+                for txn, md in zip(table.column("txn").to_pylist(), table.column("metaData").to_pylist(), strict=True):
+                    take(cp, txn, md)
+        for v in range(first, version + 1):
+            with open(os.path.join(log_dir, f"{v:020d}.json"), encoding="utf-8") as fh:
+                for line in fh:
+                    if line.strip():
+                        action = json.loads(line)
+                        take(v, action.get("txn"), action.get("metaData"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _Unreadable(f"{type(exc).__name__}: {exc}") from exc
+    if meta is None:
+        raise _Unreadable(f"{log_dir}: no metaData action up to version {version}")
+    return _LogSnapshot(version, {a: ver for a, (_, ver) in txns.items()}, meta[1])
+
+
+def _connect_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
+    """The table state on a Connect session: from the local log files when readable here, else through Spark."""
+    log_dir = _local_log_dir(spark, path)
+    if log_dir is not None:
+        try:
+            return _read_local_log(log_dir)
+        except _Unreadable:
+            pass
+    return _log_snapshot(spark, path)
 
 
 def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
@@ -126,7 +230,7 @@ def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
 def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
     """Existence, Delta version, the txn version of ``app_id`` and the table properties, from one snapshot."""
     if is_connect(spark):
-        ls = _log_snapshot(spark, path)
+        ls = _connect_snapshot(spark, path)
         if ls is None:
             return TableState(False, -1, None, {})
         return TableState(True, ls.version, ls.txns.get(app_id), ls.properties)
@@ -163,6 +267,12 @@ def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | Non
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     """A Delta table exists at ``path`` (a version was committed)."""
     if is_connect(spark):
+        log_dir = _local_log_dir(spark, path)
+        if log_dir is not None:
+            try:
+                return _read_local_log(log_dir) is not None
+            except _Unreadable:
+                pass
         return _log_version(spark, path) >= 0
     return int(_delta_log(spark, path).version()) >= 0
 
