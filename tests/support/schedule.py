@@ -33,8 +33,9 @@ LONGEST_FIRST: dict[str, int] = {
 }
 
 
+_RANK = {m: i for i, m in enumerate(sorted(LONGEST_FIRST, key=lambda m: -LONGEST_FIRST[m]))}
+
+
 def module_rank(nodeid: str) -> int:
-    """Sort key of a test by its module: the longest modules first, in LONGEST_FIRST's order."""
-    module = nodeid.split("::", 1)[0]
-    ranked = sorted(LONGEST_FIRST, key=lambda m: -LONGEST_FIRST[m])
-    return ranked.index(module) if module in LONGEST_FIRST else len(ranked)
+    """Sort key of a test by its module: the longest modules first, then every other module."""
+    return _RANK.get(nodeid.split("::", 1)[0], len(_RANK))

@@ -150,15 +150,21 @@ def _read_local_log(log_dir: str) -> _LogSnapshot | None:
     return _LogSnapshot(version, {a: ver for a, (_, ver) in txns.items()}, meta[1])
 
 
+def _local_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
+    """The table state from the log files here (None: no table); _Unreadable when they cannot be read here or do
+    not make an exact replay."""
+    log_dir = _local_log_dir(spark, path)
+    if log_dir is None:
+        raise _Unreadable(f"{path}: not a local table of a server on this machine")
+    return _read_local_log(log_dir)
+
+
 def _connect_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
     """The table state on a Connect session: from the local log files when readable here, else through Spark."""
-    log_dir = _local_log_dir(spark, path)
-    if log_dir is not None:
-        try:
-            return _read_local_log(log_dir)
-        except _Unreadable:
-            pass
-    return _log_snapshot(spark, path)
+    try:
+        return _local_snapshot(spark, path)
+    except _Unreadable:
+        return _log_snapshot(spark, path)
 
 
 def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
@@ -267,13 +273,10 @@ def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | Non
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     """A Delta table exists at ``path`` (a version was committed)."""
     if is_connect(spark):
-        log_dir = _local_log_dir(spark, path)
-        if log_dir is not None:
-            try:
-                return _read_local_log(log_dir) is not None
-            except _Unreadable:
-                pass
-        return _log_version(spark, path) >= 0
+        try:
+            return _local_snapshot(spark, path) is not None
+        except _Unreadable:
+            return _log_version(spark, path) >= 0
     return int(_delta_log(spark, path).version()) >= 0
 
 
