@@ -154,8 +154,9 @@ class RunningMonitor:
 
     @property
     def is_active(self) -> bool:
-        """True between on_start() and on_stop()."""
-        return self._active
+        """True from the return of on_start() until on_stop() is called: not while the instance is still starting,
+        so a status page never shows active what cannot serve yet."""
+        return self._active_event.is_set()
 
     @property
     def active_address(self) -> str | None:

@@ -168,7 +168,9 @@ class PipelineConfig:
 
     def canal_config(self) -> CanalConfig:
         """The Canal conf as its files are now (read again after an edit)."""
-        return _canal_config(self.canal.conf_dir, conf_stamp(self.canal.conf_dir, self.destination))
+        # the environment is part of the key: Canal reads keys and ${placeholders} from it (os.environ)
+        env = hashlib.sha256(repr(sorted(os.environ.items())).encode()).hexdigest()
+        return _canal_config(self.canal.conf_dir, conf_stamp(self.canal.conf_dir, self.destination), env)
 
     def instance_config(self) -> InstanceConfig:
         return self.canal_config().instance(self.destination)
@@ -204,7 +206,7 @@ def conf_stamp(conf_dir: Path, destination: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _canal_config(conf_dir: Path, stamp: str) -> CanalConfig:
+def _canal_config(conf_dir: Path, stamp: str, env: str) -> CanalConfig:
     from canal_core.instance.config import CanalConfig
 
     return CanalConfig.load(conf_dir)

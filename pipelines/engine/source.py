@@ -99,6 +99,7 @@ class CanalSource(ABC):
     # one source per destination per process, in a registry of each subclass's own
     _registry: dict[tuple[Any, ...], Any]
     _registry_lock = threading.Lock()
+    _closed_at_exit: set[type] = set()
 
     @classmethod
     def registry_key(cls, config: PipelineConfig) -> tuple[Any, ...]:
@@ -110,7 +111,8 @@ class CanalSource(ABC):
         one is closed when the process exits (an embedded instance flushes its acked cursors then)."""
         key = cls.registry_key(config)
         with cls._registry_lock:
-            if not cls._registry:
+            if cls not in CanalSource._closed_at_exit:  # once per class, however often the registry empties
+                CanalSource._closed_at_exit.add(cls)
                 atexit.register(cls.close_all)
             src = cls._registry.get(key)
             if src is None:

@@ -3,6 +3,7 @@ _cluster, _keyless), the TCP server tests (test_tcp_server, _failover) and ZooKe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,18 @@ from canal_core.server.controller import CanalController
 from canal_core.server.tcp import CanalTcpServer
 from tests.integration.binlog_end import master_status
 from tests.integration.tcp_served import PASSWORD, TABLE_A, TABLE_B, USER, Recorder, Served, server_conf
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_canal_source_outlives_its_module() -> Iterator[None]:
+    """Sensors evaluated in this process start Canal sources (one per destination, kept for the process's life,
+    as a code server keeps them); a module's sources must not go on dumping from its sources for the rest of
+    the worker's session."""
+    yield
+    source = sys.modules.get("pipelines.engine.source")
+    if source is not None:
+        source.EmbeddedCanalSource.close_all()
+        source.RemoteCanalSource.close_all()
 
 
 @pytest.fixture

@@ -122,6 +122,28 @@ def test_one_active_then_failover_after_the_delay(clients: Callable[..., KazooCl
     assert look.get_children(destination_cluster_root(DEST)) == []
 
 
+def test_is_active_only_once_on_start_has_returned(clients: Callable[..., KazooClient]) -> None:
+    """is_active is what a status page shows: not while the instance is still starting (on_start running)."""
+    started, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def slow_start() -> None:
+        started.set()
+        release.wait(10)
+
+    m = ServerRunningMonitor(clients(), DEST, A, on_start=slow_start, delay_s=0.0)
+    m.start()
+    try:
+        assert started.wait(10)
+        seen.append(m.is_active)
+        release.set()
+        assert m.wait_for_active(10) and m.is_active
+    finally:
+        release.set()
+        m.stop()
+    assert seen == [False] and not m.is_active
+
+
 def test_previous_active_regrabs_at_once_after_its_session_expired(clients: Callable[..., KazooClient],
                                                                   zk_chroot: str) -> None:
     look = clients()

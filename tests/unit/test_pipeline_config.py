@@ -22,7 +22,9 @@ def write(tmp_path: Path, text: str) -> Path:
     return f
 
 
-def test_shipped_file_loads_with_its_defaults() -> None:
+def test_shipped_file_loads_with_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the demo's source port is ${PRIVATE_MARIADB_PORT:3407}: integration tests on this worker may have set it
+    monkeypatch.delenv("PRIVATE_MARIADB_PORT", raising=False)
     cfg = load_config(REPO_ROOT / "conf" / "pipeline.yaml", env={})
     assert cfg.destination == "demo" and cfg.timezone == "UTC"
     assert cfg.canal.mode == "embedded" and cfg.canal.conf_dir == REPO_ROOT / "conf" and cfg.canal.client_id == 1001
@@ -34,6 +36,15 @@ def test_shipped_file_loads_with_its_defaults() -> None:
     assert cfg.sensor.reconcile_interval_seconds == 900 and cfg.sensor.reconcile_tables_per_run == 1
     kw = cfg.conn_kwargs()
     assert (kw["host"], kw["port"], kw["user"], kw["password"]) == ("127.0.0.1", 3407, "canal", "canal")
+
+
+def test_the_canal_conf_follows_the_environment_it_expands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Canal conf is cached per file contents; a changed environment variable it expands is not stale."""
+    cfg = load_config(REPO_ROOT / "conf" / "pipeline.yaml", env={})
+    monkeypatch.setenv("PRIVATE_MARIADB_PORT", "44751")
+    assert cfg.conn_kwargs()["port"] == 44751
+    monkeypatch.delenv("PRIVATE_MARIADB_PORT")
+    assert cfg.conn_kwargs()["port"] == 3407
 
 
 def test_values_paths_and_the_canal_instance(tmp_path: Path) -> None:
