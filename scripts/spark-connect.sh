@@ -16,7 +16,8 @@
 # one in use is recorded in the state directory. Everything lives under <repo>/.runtime/spark-connect/
 # (override: CANAL_SPARK_CONNECT_DIR): pid, port, server.log.
 # A fresh server is warmed up before `start` returns (Delta appends and MERGEs on throw-away tables, ~10-20 s),
-# so the first pipeline run does not pay the cold JIT; CANAL_SPARK_CONNECT_WARMUP=0 skips that.
+# so the first pipeline run does not pay the cold JIT; CANAL_SPARK_CONNECT_WARMUP=0 skips that, and
+# CANAL_SPARK_CONNECT_WARMUP_ROWS sets the rows of each of its writes (50000).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -149,6 +150,7 @@ do_start() {
     if [[ -n "$fresh" && "${CANAL_SPARK_CONNECT_WARMUP:-1}" != "0" ]]; then
         local took
         took="$("$PY" -m pipelines.engine.sparkenv connect-warm-up --url "sc://127.0.0.1:$port" --scratch "$DIR/warm-up" \
+                --rows "${CANAL_SPARK_CONNECT_WARMUP_ROWS:-50000}" \
                 2>>"$LOG")" || { log "warm-up failed (see $LOG)"; exit 1; }
         log "warmed up in ${took}s"
     fi

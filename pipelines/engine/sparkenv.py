@@ -304,12 +304,13 @@ def _main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("connect-warm-up", help="warm a Spark Connect server's JIT and Delta paths up")
     w.add_argument("--url", required=True)
     w.add_argument("--scratch", type=Path, required=True, help="a directory for throw-away tables")
+    w.add_argument("--rows", type=int, default=50_000, help="rows of each write (default 50000)")
     args = ap.parse_args(argv)
     if args.cmd == "connect-log-conf":
         args.out.write_text(CONNECT_LOG4J2)
         return 0
     if args.cmd == "connect-warm-up":
-        print(f"{connect_warm_up(args.url, args.scratch.resolve()):.1f}")
+        print(f"{connect_warm_up(args.url, args.scratch.resolve(), rows=args.rows):.1f}")
         return 0
     if any("=" not in kv for kv in args.conf):
         ap.error("--conf takes KEY=VALUE")

@@ -54,11 +54,15 @@ def _script(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     """A Connect server of this module's own (state directory and port), so a developer's server is untouched."""
     env = {**os.environ, "CANAL_SPARK_CONNECT_DIR": str(tmp_path_factory.mktemp("spark-connect")),
-           "CANAL_SPARK_CONNECT_PORT": str(free_port())}
+           "CANAL_SPARK_CONNECT_PORT": str(free_port()),
+           # the warm-up runs whole, on small writes: its code is tested; an interpreted server has no JIT to warm
+           "CANAL_SPARK_CONNECT_WARMUP_ROWS": "2000"}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     r = _script(env, "start", *(a for k, v in INTERPRETED.items() for a in ("--conf", f"{k}={v}")))
     if r.returncode != 0:
         pytest.fail(f"scripts/spark-connect.sh start failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+    if "warmed up in" not in r.stderr:
+        pytest.fail(f"scripts/spark-connect.sh start did not warm the fresh server up:\n{r.stderr[-4000:]}")
     url = r.stdout.strip().splitlines()[-1]
     try:
         yield url, env
