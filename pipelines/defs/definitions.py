@@ -22,7 +22,7 @@ def build_definitions(config: PipelineConfig, tables: list[str] | None = None) -
     tables = resolve_tables(config) if tables is None else tables
     cdc = build_cdc_assets(config, tables)
     jobs = build_jobs(config, tables, cdc)
-    sensor = CanalSensor(config, tables).definition([jobs.window, jobs.snapshot])
+    sensor = CanalSensor(config, tables).definition(jobs.sensor_jobs())
     return Definitions(
         assets=[*cdc.sources, cdc.changelog, *cdc.mirrors.values()],
         asset_checks=cdc.checks,

@@ -3,6 +3,8 @@
 * ``canal_window``: the changelog and the mirrors (the sensor selects the mirrors of the window's tables
   and passes the staged window in run config).
 * ``canal_snapshot``: initial load of mirrors (the sensor selects the tables waiting for one).
+* ``canal_reconcile``: the mirrors' reconcile checks, in runs of their own beside the windows (the sensor selects
+  the mirrors due).
 * ``canal_backfill``: replay a period by time (Launchpad config: start_time, end_time, tables), replace it
   in the changelog, re-merge the mirrors. Also ``python -m pipelines.cli.launch_backfill``.
 * ``canal_maintenance``: OPTIMIZE + VACUUM of every Delta table (on the maintenance schedule).
@@ -27,7 +29,16 @@ from pydantic import Field
 
 from ..engine.config import PipelineConfig
 from .assets.cdc import CdcAssets
-from .assets.keys import BACKFILL_JOB, CHANGELOG, MAINTENANCE_JOB, SNAPSHOT_JOB, WINDOW_JOB, split_table
+from .assets.keys import (
+    BACKFILL_JOB,
+    CHANGELOG,
+    MAINTENANCE_JOB,
+    RECONCILE_JOB,
+    SNAPSHOT_JOB,
+    WINDOW_JOB,
+    reconcile_check_key,
+    split_table,
+)
 from .dagster_compat import UnresolvedAssetJobDefinition
 from .pools import check_writer_slot, writer_pool
 from .resources import LakeResource, SparkResource
@@ -48,11 +59,16 @@ class MaintenanceConfig(Config):
 class Jobs:
     window: UnresolvedAssetJobDefinition
     snapshot: UnresolvedAssetJobDefinition
+    reconcile: UnresolvedAssetJobDefinition
     backfill: JobDefinition
     maintenance: JobDefinition
 
+    def sensor_jobs(self) -> list[Any]:
+        """The jobs the canal sensor launches."""
+        return [self.window, self.snapshot, self.reconcile]
+
     def all(self) -> list[Any]:
-        return [self.window, self.snapshot, self.backfill, self.maintenance]
+        return [*self.sensor_jobs(), self.backfill, self.maintenance]
 
 
 def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) -> Jobs:
@@ -63,6 +79,12 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
     snapshot = define_asset_job(
         SNAPSHOT_JOB, selection=mirrors.without_checks(), executor_def=in_process_executor,
         description="Initial load of mirrors from a consistent snapshot with a known binlog position.")
+    # checks only: it reads the source and the mirrors and writes nothing, so it needs no writer slot
+    reconcile = define_asset_job(
+        RECONCILE_JOB, selection=AssetSelection.checks(*(reconcile_check_key(t) for t in tables)),
+        executor_def=in_process_executor,
+        description="Reconcile checks of mirrors (launched by the sensor beside the windows, for the mirrors checked "
+                    "longest ago): source and mirror compared at one binlog position.")
 
     pool = writer_pool(settings.destination)
 
@@ -109,4 +131,4 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
     def maintenance() -> None:
         optimize_and_vacuum()
 
-    return Jobs(window, snapshot, backfill, maintenance)
+    return Jobs(window, snapshot, reconcile, backfill, maintenance)

@@ -42,7 +42,7 @@ from ..engine.config import PipelineConfig
 from ..engine.registry import registry_for, snapshot_data_dir, window_dir
 from ..engine.source import CanalSource, FetchedWindow, SourceUnavailable
 from ..engine.window import WindowManifest, format_position
-from .assets.keys import CHANGELOG, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
+from .assets.keys import CHANGELOG, RECONCILE_JOB, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
 from .dagster_compat import RUN_KEY_TAG, user_error
 from .launcher import max_runtime_tags
 
@@ -55,6 +55,8 @@ TAG_KIND = "canal/kind"
 TAG_WINDOW = "canal/window"
 TAG_ATTEMPT = "canal/attempt"
 TAG_SNAPSHOT = "canal/snapshot"
+TAG_RECONCILE = "canal/reconcile"
+_NUMBER_TAG = {"window": TAG_WINDOW, "snapshot": TAG_SNAPSHOT, "reconcile": TAG_RECONCILE}
 _MAX_TAG = 2000
 
 StageFn = Callable[..., WindowManifest]
@@ -126,7 +128,7 @@ def _latest(instance: DagsterInstance, destination: str, kind: str) -> S.LatestR
     if not runs:
         return None
     run = runs[0]
-    number = int(run.tags.get(TAG_WINDOW if kind == "window" else TAG_SNAPSHOT, "-1"))
+    number = int(run.tags.get(_NUMBER_TAG[kind], "-1"))
     return S.LatestRun(number=number, done=run.is_finished, run_id=run.run_id,
                        run_key=run.tags.get(RUN_KEY_TAG, ""), status=run.status.value)
 
@@ -246,14 +248,15 @@ class CanalSensor:
         pending = tuple(self.registry.pending(self.tables))
         latest: dict[str, S.LatestRun] = {}
         if not state.adopted:
-            for kind in ("window", "snapshot"):
+            for kind in _NUMBER_TAG:
                 seen = _latest(instance, self.config.destination, kind)
                 if seen is not None:
                     latest[kind] = seen
         return S.Tick(
             now=self.clock(), source=self._source_seen(), code_version=code_version(self.config),
             window_run=_seen(instance, state.inflight.run_key if state.inflight else None),
-            snapshot_run=_seen(instance, state.snapshot.run_key), pending=pending,
+            snapshot_run=_seen(instance, state.snapshot.run_key),
+            reconcile_run=_seen(instance, state.reconcile.run_key), pending=pending,
             catch_up=self.registry.catch_up(), latest=latest)
 
     def _source_seen(self) -> S.SourceSeen:
@@ -274,7 +277,8 @@ class CanalSensor:
         @sensor(name=self.name, jobs=list(jobs), minimum_interval_seconds=self.config.sensor.interval_seconds,
                 default_status=DefaultSensorStatus.RUNNING,
                 description=f"Drives Canal destination {self.config.destination!r}: takes a bounded binlog window, "
-                            "stages it, runs canal_window, acks after success; launches initial snapshots. A failed "
+                            "stages it, runs canal_window, acks after success; launches initial snapshots and the "
+                            "mirrors' reconcile checks (canal_reconcile) beside the windows. A failed "
                             "tick means the destination cannot progress: its message says why and what to do.")
         def canal_sensor(context: SensorEvaluationContext) -> SensorResult:
             return self.evaluate(context)
@@ -395,16 +399,19 @@ class _Evaluation:
     def _request(self, a: S.Launch) -> RunRequest:
         cfg = self.config
         window, attempt = a.run_key.rsplit(":", 2)[-2:]
-        tags = {TAG_DESTINATION: cfg.destination, TAG_KIND: "snapshot" if a.kind == "snapshot" else "window",
+        tags = {TAG_DESTINATION: cfg.destination, TAG_KIND: a.kind if a.kind in _NUMBER_TAG else "window",
                 **max_runtime_tags(cfg.sensor.max_run_seconds),
                 **{k: v[:_MAX_TAG] for k, v in a.tags.items()}}
+        if a.kind == "reconcile":  # checks only, no asset: an empty selection, not None (that is the whole job)
+            return RunRequest(run_key=a.run_key, job_name=RECONCILE_JOB, asset_selection=[],
+                              asset_check_keys=[reconcile_check_key(t) for t in a.checks], tags=tags)
         if a.kind == "snapshot":
             tags[TAG_ATTEMPT] = attempt
             return RunRequest(run_key=a.run_key, job_name=SNAPSHOT_JOB,
                               asset_selection=[mirror_key(t) for t in a.tables], asset_check_keys=[], tags=tags)
         tags[TAG_WINDOW], tags[TAG_ATTEMPT] = window, attempt
         assets: list[AssetKey] = ([CHANGELOG] if a.changelog else []) + [mirror_key(t) for t in a.tables]
-        checks: list[AssetCheckKey] = [reconcile_check_key(t) for t in a.checks]
+        checks: list[AssetCheckKey] = [reconcile_check_key(t) for t in a.checks]  # none since reconcile runs
         conf: dict[str, Any] = {"path": a.path, "catch_up": dict(a.catch_up)}
         if a.catch_up_end:
             conf["catch_up_end"] = a.catch_up_end

@@ -91,7 +91,7 @@ class SensorSettings:
     deadline_seconds: float = 40.0    # one evaluation's budget (Dagster kills it at 60 s)
     launch_timeout_seconds: float = 600.0  # a requested run that never appears counts as failed after this
     max_run_seconds: int = 3600       # a window/snapshot run going longer is canceled by Dagster's run monitoring
-    reconcile_interval_seconds: float = 900.0  # each mirror's reconcile check rides along with a window run this often
+    reconcile_interval_seconds: float = 900.0  # each mirror's reconcile check runs (canal_reconcile) this often
     reconcile_tables_per_run: int = 1  # ... at most this many per run (0 or an interval of 0: only on demand)
 
 

@@ -36,7 +36,7 @@ class InFlight:
     catch_up: dict[str, str] = field(default_factory=dict)  # table -> snapshot position "file:offset"
     end_ms: int = 0                                          # execute time of the window's last change
     gtid: str = ""
-    checks: list[str] = field(default_factory=list)          # tables whose reconcile check rides along
+    checks: list[str] = field(default_factory=list)          # reconcile checks in the run (cursors of old versions)
 
 
 @dataclass
@@ -65,6 +65,18 @@ class SnapshotState:
 
 
 @dataclass
+class ReconcileState:
+    """The reconcile checks' own runs (``canal_reconcile``), beside the windows: one at a time."""
+
+    n: int = 0                     # reconcile run number (monotone per destination)
+    tables: list[str] = field(default_factory=list)
+    run_key: str | None = None     # the run in flight
+    launched_at: float = 0.0
+    failures: int = 0              # consecutive failed runs: the next one waits Rules.backoff(failures)
+    backoff_until: float = 0.0
+
+
+@dataclass
 class SensorState:
     version: int = CURSOR_VERSION
     phase: str = Phase.IDLE
@@ -85,6 +97,7 @@ class SensorState:
     last_error: Failure | None = None
     snapshot: SnapshotState = field(default_factory=SnapshotState)
     reconciled_at: dict[str, float] = field(default_factory=dict)
+    reconcile: ReconcileState = field(default_factory=ReconcileState)
     adopted: bool = False          # numbering taken over from the instance's runs (after a reset)
     # the tick being handled, for the observations that follow it in the same evaluation (never in the cursor)
     seen: Tick | None = None
@@ -108,11 +121,13 @@ class SensorState:
         infl = d.pop("inflight", None)
         ahead = d.pop("ahead", None)
         snap = dict(d.pop("snapshot", None) or {})
+        rec = dict(d.pop("reconcile", None) or {})  # absent from cursors written before reconcile runs
         err = d.pop("last_error", None)
         snap_err = snap.pop("last_error", None)
         return cls(**d, inflight=InFlight(**infl) if infl else None, ahead=Ahead(**ahead) if ahead else None,
                    last_error=Failure(**err) if err else None,
-                   snapshot=SnapshotState(**snap, last_error=Failure(**snap_err) if snap_err else None))
+                   snapshot=SnapshotState(**snap, last_error=Failure(**snap_err) if snap_err else None),
+                   reconcile=ReconcileState(**rec))
 
 
 def _from_v1(d: dict[str, Any]) -> dict[str, Any]:

@@ -55,9 +55,10 @@ class Tick:
     code_version: str = ""
     window_run: RunSeen | None = None       # inflight.run_key looked up (None when nothing is in flight)
     snapshot_run: RunSeen | None = None
+    reconcile_run: RunSeen | None = None
     pending: tuple[str, ...] = ()           # tables without a snapshot in the registry
     catch_up: Mapping[str, str] = field(default_factory=dict)  # snapshotted, not caught up -> position
-    latest: Mapping[str, LatestRun] = field(default_factory=dict)  # "window"/"snapshot" -> newest run (reset only)
+    latest: Mapping[str, LatestRun] = field(default_factory=dict)  # run kind -> newest run (after a reset only)
 
 
 @dataclass(frozen=True)
@@ -149,13 +150,13 @@ class SnapshotDone:
 
 @dataclass(frozen=True)
 class Launch:
-    """A run to request: ``kind`` window / catch_up / snapshot."""
+    """A run to request: ``kind`` window / catch_up / snapshot / reconcile."""
 
     kind: str
     run_key: str
     tables: tuple[str, ...]                 # mirrors in the run
     changelog: bool = False                 # the changelog asset too
-    checks: tuple[str, ...] = ()            # tables whose reconcile check runs in it
+    checks: tuple[str, ...] = ()            # tables whose reconcile check runs in it (a reconcile run)
     path: str = ""
     catch_up: Mapping[str, str] = field(default_factory=dict)
     catch_up_end: str = ""

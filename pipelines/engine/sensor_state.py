@@ -24,6 +24,11 @@ Windows (``canal_window`` runs), one at a time. The phase is explicit:
 Infrastructure faults (a run worker or Spark JVM killed, the code server gone, the source or Spark unreachable)
 never stop the destination: they back off and retry. Initial snapshots (``canal_snapshot`` runs) follow the same
 rules beside the windows (see ``SnapshotState``).
+
+Reconcile checks (``canal_reconcile`` runs, see ``ReconcileState``) run beside the windows too, one run at a time,
+for the mirrors checked longest ago (``reconcile_tables_per_run``, none more often than
+``reconcile_interval_seconds``). They only read, so they never hold a window back: a check of a large mirror takes
+as long as hashing the table on both sides, and a window waiting for it would carry that as lag.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from .sensor_cursor import Ahead, InFlight, Phase, Rules, SensorState, SnapshotState
+from .sensor_cursor import Ahead, InFlight, Phase, ReconcileState, Rules, SensorState, SnapshotState
 from .sensor_events import (
     Ack,
     Action,
@@ -73,6 +78,7 @@ __all__ = [
     "Note",
     "Observation",
     "Phase",
+    "ReconcileState",
     "Remove",
     "Rollback",
     "Rules",
@@ -131,11 +137,16 @@ def _on_tick(st: SensorState, t: Tick, r: Rules, out: list[Action]) -> None:
             return
     _resume_after_change(st, t, out)
     _drive_snapshot(st, t, r, out)
+    _drive_reconcile(st, t, r, out)
     _drive_window(st, t, r, out)
 
 
 def _adopt(st: SensorState, t: Tick) -> str:
-    """A fresh cursor continues the numbering of this destination's runs; "" or why to wait."""
+    """A fresh cursor continues the numbering of this destination's runs (Dagster drops a request whose run key
+    was used before); "" or why to wait for a writer."""
+    run = t.latest.get("reconcile")
+    if run is not None:  # it only reads: nothing to wait for
+        st.reconcile.n = max(st.reconcile.n, run.number + 1)
     for kind in ("window", "snapshot"):
         run = t.latest.get(kind)
         if run is None:
@@ -223,7 +234,7 @@ def _window_succeeded(st: SensorState, t: Tick, out: list[Action]) -> None:
         st.ahead = None
     if infl.catch_up:
         _mark_caught_up(st, infl.catch_up, out)
-    for table in infl.checks:
+    for table in infl.checks:  # a run launched with its checks by an older version
         st.reconciled_at[table] = t.now
     st.applied_through, st.applied_position = infl.end_key, infl.end
     if infl.end_ms:
@@ -363,13 +374,11 @@ def _on_staged(st: SensorState, s: Staged, r: Rules, out: list[Action]) -> None:
         out.append(Note(f"window {st.window}: no mirror for {', '.join(unmapped)} (not in the table list loaded with "
                         "the definitions: reload the code location); changelog only"))
     run_catch_up = {t: catch_up[t] for t in mirrors if t in catch_up}
-    # a mirror still catching up from its snapshot is reconciled once it has (its replay starts at the snapshot)
-    checks = _due_checks(st, r, ctx.now, known - pending - set(ctx.catch_up))
     run_key = f"{r.destination}:{st.window}:{st.attempt}"
     st.inflight = InFlight(
         window=st.window, attempt=st.attempt, run_key=run_key, batch_ids=list(s.batch_ids), epoch=s.epoch,
         path=s.path, end_key=s.end_key, end=s.end, launched_at=ctx.now, tables=mirrors, catch_up=run_catch_up,
-        end_ms=s.end_ms, gtid=s.gtid, checks=list(checks))
+        end_ms=s.end_ms, gtid=s.gtid)
     st.phase = Phase.IN_FLIGHT
     tags = {
         "canal/batch_ids": fmt_ids(s.batch_ids),
@@ -381,8 +390,8 @@ def _on_staged(st: SensorState, s: Staged, r: Rules, out: list[Action]) -> None:
     if run_catch_up:
         tags["canal/catch_up"] = ",".join(sorted(run_catch_up))
     out.append(Note(f"window {st.window} attempt {st.attempt}: {s.rows} rows {s.start}..{s.end}"))
-    out.append(Launch(kind="window", run_key=run_key, tables=tuple(mirrors), changelog=True, checks=checks,
-                      path=s.path, catch_up=run_catch_up, tags={**tags, **_partition_tags(s.partitions)}))
+    out.append(Launch(kind="window", run_key=run_key, tables=tuple(mirrors), changelog=True, path=s.path,
+                      catch_up=run_catch_up, tags={**tags, **_partition_tags(s.partitions)}))
 
 
 def _partition_tags(partitions: tuple[str, str] | None) -> dict[str, str]:
@@ -391,8 +400,47 @@ def _partition_tags(partitions: tuple[str, str] | None) -> dict[str, str]:
     return {"dagster/asset_partition_range_start": partitions[0], "dagster/asset_partition_range_end": partitions[1]}
 
 
+def _drive_reconcile(st: SensorState, t: Tick, r: Rules, out: list[Action]) -> None:
+    rec = st.reconcile
+    if rec.run_key is not None:
+        run = t.reconcile_run
+        if run is None or run.status is None:
+            if t.now - rec.launched_at < r.launch_timeout_seconds:
+                return
+            _reconcile_failed(st, t, r, out, f"run {rec.run_key} never appeared within "
+                                             f"{r.launch_timeout_seconds:.0f} s")
+        elif run.status == "SUCCESS":  # whatever the checks found: they reported it on the mirrors
+            for table in rec.tables:
+                st.reconciled_at[table] = t.now
+            st.reconcile = ReconcileState(n=rec.n + 1)
+        elif run.done:
+            _reconcile_failed(st, t, r, out, f"run {run.run_id}: {run.error or run.status}")
+        else:
+            return
+        rec = st.reconcile
+    if t.now < rec.backoff_until or not t.source.ok:
+        return  # the check reads the source: a source that cannot be read fails it for that reason only
+    # a mirror still catching up from its snapshot is reconciled once it has (its replay starts at the snapshot)
+    due = _due_checks(st, r, t.now, set(r.tables) - set(t.pending) - set(t.catch_up))
+    if not due:
+        return
+    rec.tables, rec.launched_at = list(due), t.now
+    rec.run_key = f"{r.destination}:reconcile:{rec.n}"
+    out.append(Launch(kind="reconcile", run_key=rec.run_key, tables=(), checks=due,
+                      tags={"canal/reconcile": str(rec.n), "canal/tables": ",".join(due)}))
+
+
+def _reconcile_failed(st: SensorState, t: Tick, r: Rules, out: list[Action], error: str) -> None:
+    """A run that did not finish (its checks report on the mirrors when they ran): retried after a backoff."""
+    rec = st.reconcile
+    failures = rec.failures + 1
+    st.reconcile = ReconcileState(n=rec.n + 1, failures=failures, backoff_until=t.now + r.backoff(failures))
+    out.append(Note(f"reconcile run of {', '.join(rec.tables)} failed; retrying at "
+                    f"{_clock(st.reconcile.backoff_until)}. {error}"))
+
+
 def _due_checks(st: SensorState, r: Rules, now: float, mirrored: set[str]) -> tuple[str, ...]:
-    """The reconcile checks that ride along with the next run: the mirrors checked longest ago, at most
+    """The reconcile checks of the next reconcile run: the mirrors checked longest ago, at most
     reconcile_tables_per_run, none more often than reconcile_interval_seconds."""
     if r.reconcile_interval_seconds <= 0 or r.reconcile_tables_per_run <= 0:
         return ()

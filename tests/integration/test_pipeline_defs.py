@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetKey, DailyPartitionsDefinition, DefaultScheduleStatus, DefaultSensorStatus
+from dagster import AssetCheckKey, AssetKey, DailyPartitionsDefinition, DefaultScheduleStatus, DefaultSensorStatus
 
 from pipelines.defs.assets.tables import TableListUnavailable, resolve_tables
 from pipelines.defs.definitions import build_definitions
@@ -132,12 +132,17 @@ def test_lineage_jobs_sensor_schedule(setup: dict[str, Any]) -> None:
         assert not graph.get_check_spec(checks["lag"]).blocking
 
     jobs = {j.name: j for j in repo.get_all_jobs()}
-    assert {"canal_window", "canal_snapshot", "canal_backfill", "canal_maintenance"} <= set(jobs)
-    for name in ("canal_window", "canal_snapshot", "canal_backfill", "canal_maintenance"):
+    names = ("canal_window", "canal_snapshot", "canal_reconcile", "canal_backfill", "canal_maintenance")
+    assert set(names) <= set(jobs)
+    for name in names:
         assert jobs[name].executor_def.name == "in_process"
     window_assets = jobs["canal_window"].asset_layer.selected_asset_keys
     assert window_assets == {changelog} | mirrors
     assert jobs["canal_snapshot"].asset_layer.selected_asset_keys == mirrors
+    # the reconcile checks' runs: checks only, nothing written
+    assert jobs["canal_reconcile"].asset_layer.selected_asset_keys == set()
+    assert jobs["canal_reconcile"].asset_layer.asset_graph.asset_check_keys == {
+        AssetCheckKey(m, "reconcile") for m in mirrors}
 
     # what the sensor puts into a window run validates against the job
     from dagster._core.system_config.objects import ResolvedRunConfig
@@ -152,7 +157,7 @@ def test_lineage_jobs_sensor_schedule(setup: dict[str, Any]) -> None:
     assert set(sensors) == {"canal_example"}
     sd = sensors["canal_example"]
     assert sd.default_status == DefaultSensorStatus.RUNNING and sd.minimum_interval_seconds == 30
-    assert {t.job_name for t in sd.targets} == {"canal_window", "canal_snapshot"}
+    assert {t.job_name for t in sd.targets} == {"canal_window", "canal_snapshot", "canal_reconcile"}
     (schedule,) = repo.schedule_defs
     assert schedule.job_name == "canal_maintenance" and schedule.cron_schedule == cfg.maintenance.cron
     assert schedule.default_status == DefaultScheduleStatus.RUNNING and schedule.execution_timezone == "UTC"

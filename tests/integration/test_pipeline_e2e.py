@@ -50,8 +50,9 @@ def test_random_workload_converges_and_replays_are_harmless(mariadb_settings: An
     w = Workload(db, seed=20261122)
     for _ in range(30):  # rows that exist before the pipeline: the initial snapshot loads them
         w.tx()
-    # the reconcile checks ride along with the window runs (one mirror per run), as by default, only more often
-    cfg = make_config(tmp_path, mariadb_settings, "e2e", f"{SCHEMA}\\\\..*", sensor={"reconcile_interval_seconds": 1})
+    # the reconcile checks in runs of their own beside the windows (one mirror per run), as by default, only more
+    # often: each mirror about once a minute
+    cfg = make_config(tmp_path, mariadb_settings, "e2e", f"{SCHEMA}\\\\..*", sensor={"reconcile_interval_seconds": 60})
     driver = Driver(cfg, tmp_path / "home", keep_windows=tmp_path / "kept")
     driver.tick()  # starts the instance, snapshots every table
     snapshot_runs = [rr for rr, ok in driver.runs if rr.tags.get("canal/kind") == "snapshot"]
@@ -77,8 +78,12 @@ def test_random_workload_converges_and_replays_are_harmless(mariadb_settings: An
     total, distinct = changelog_counts(spark, lake)
     assert total == distinct == w.changes
     assert all(ok for _, ok in driver.runs)
-    # every mirror was reconciled inside a window run, and passed
+    # every mirror was reconciled in a canal_reconcile run, and passed
     from dagster import AssetCheckKey, AssetKey
+
+    reconciled = [rr for rr, _ in driver.runs if rr.job_name == "canal_reconcile"]
+    assert {k.asset_key.path[-1] for rr in reconciled for k in rr.asset_check_keys or []} == set(TABLES)
+    assert not [rr for rr, _ in driver.runs if rr.job_name == "canal_window" and rr.asset_check_keys]
 
     for t in TABLES:
         rec = driver.instance.get_latest_asset_check_evaluation_record(

@@ -479,36 +479,44 @@ def _checks(req: RunRequest) -> list[str]:
     return sorted(f"{'.'.join(k.asset_key.path[1:])} {k.name}" for k in req.asset_check_keys or [])
 
 
-def test_reconcile_checks_ride_along_by_interval(tmp_path: Path, instance: DagsterInstance) -> None:
+def test_reconcile_checks_run_beside_the_windows_by_interval(tmp_path: Path, instance: DagsterInstance) -> None:
     h = Harness(tmp_path, instance, reconcile_interval_seconds=600, reconcile_tables_per_run=1)
     h.source.entries = [entry("shop.orders", 1, 100)]
-    req = one_request(h.tick())
-    # never reconciled yet: one mirror per run, in name order, whether or not the window changes it
-    assert _checks(req) == ["shop.customers reconcile"]
-    assert req.asset_selection == [AssetKey(["canal", "changelog"]), AssetKey(["mirror", "shop", "orders"])]
+    result = h.tick()
+    # never reconciled yet: one mirror per run, in name order, whether or not a window changes it; in a run of its
+    # own (checks only: an empty asset selection), while the window's run carries no check
+    rec = one_request(result, "canal_reconcile")
+    assert _checks(rec) == ["shop.customers reconcile"] and rec.asset_selection == []
+    assert rec.run_key == "example:reconcile:0" and rec.tags["canal/kind"] == "reconcile"
+    win = one_request(result)
+    assert _checks(win) == [] and win.asset_selection == [AssetKey(["canal", "changelog"]),
+                                                          AssetKey(["mirror", "shop", "orders"])]
+    # the window's run ends first: the next window does not wait for the check
     h.source.entries.append(entry("shop.orders", 1, 200))
-    h.finish(req, DagsterRunStatus.SUCCESS)
-    req = one_request(h.tick())
-    assert _checks(req) == ["shop.orders reconcile"]
-    h.source.entries.append(entry("shop.orders", 1, 300))
-    h.finish(req, DagsterRunStatus.SUCCESS)
-    req = one_request(h.tick())
-    assert _checks(req) == []  # both checked within the interval
+    h.finish(win, DagsterRunStatus.SUCCESS)
+    result = h.tick()
+    win = one_request(result)
+    assert not [r for r in result.run_requests or [] if r.job_name == "canal_reconcile"]
+    h.finish(rec, DagsterRunStatus.SUCCESS)
+    rec = one_request(h.tick(), "canal_reconcile")
+    assert _checks(rec) == ["shop.orders reconcile"] and rec.run_key == "example:reconcile:1"
+    h.finish(rec, DagsterRunStatus.SUCCESS)
+    h.tick()
     assert h.state.reconciled_at == {"shop.customers": h.clock.now, "shop.orders": h.clock.now}
+    assert h.state.reconcile.run_key is None  # both checked within the interval
     h.clock.now += 600
-    h.source.entries.append(entry("shop.orders", 1, 400))
-    h.finish(req, DagsterRunStatus.SUCCESS)
-    assert _checks(one_request(h.tick())) == ["shop.customers reconcile"]
+    assert _checks(one_request(h.tick(), "canal_reconcile")) == ["shop.customers reconcile"]
 
 
-def test_a_failed_run_does_not_count_its_reconcile_check(tmp_path: Path, instance: DagsterInstance) -> None:
-    h = Harness(tmp_path, instance, reconcile_interval_seconds=600, backoff_seconds=0, backoff_max_seconds=0)
-    h.source.entries = [entry("shop.orders", 1, 100)]
-    req = one_request(h.tick())
-    assert _checks(req) == ["shop.customers reconcile"]
-    h.finish(req, DagsterRunStatus.FAILURE, "boom")
-    retry = one_request(h.tick())
-    assert _checks(retry) == ["shop.customers reconcile"] and h.state.reconciled_at == {}
+def test_a_failed_reconcile_run_counts_nothing_and_is_retried(tmp_path: Path, instance: DagsterInstance) -> None:
+    h = Harness(tmp_path, instance, reconcile_interval_seconds=600, backoff_seconds=5, backoff_max_seconds=5)
+    rec = one_request(h.tick(), "canal_reconcile")
+    h.finish(rec, DagsterRunStatus.FAILURE, "boom")
+    text = skip_text(h.tick())
+    assert "reconcile run of shop.customers failed" in text and "boom" in text and h.state.reconciled_at == {}
+    h.clock.now += 5
+    retry = one_request(h.tick(), "canal_reconcile")
+    assert _checks(retry) == ["shop.customers reconcile"] and retry.run_key == "example:reconcile:1"
 
 
 def test_reset_cursor_waits_for_an_unfinished_run(tmp_path: Path, instance: DagsterInstance) -> None:

@@ -250,10 +250,81 @@ def test_a_cursor_written_before_the_explicit_phase_is_read() -> None:
         SensorState.from_cursor(json.dumps({"version": 99}))
 
 
+REC = S.Rules(destination="d", tables=("s.a", "s.b"), reconcile_interval_seconds=60, backoff_seconds=10,
+              backoff_max_seconds=60, launch_timeout_seconds=100)
+
+
+def reconcile_launches(actions: list[S.Action]) -> list[S.Launch]:
+    return [a for a in actions if isinstance(a, S.Launch) and a.kind == "reconcile"]
+
+
 def test_reconcile_checks_skip_mirrors_still_catching_up() -> None:
-    rules = S.Rules(destination="d", tables=("s.a", "s.b"), reconcile_interval_seconds=60)
-    st, _ = S.step(SensorState(adopted=True), tick(catch_up={"s.a": "mysql-bin.000001:4"}), rules)
-    st, _ = S.step(st, S.Fetched("take", (1,), "e1", 3), rules)
-    st, acts = S.step(st, staged(0), rules)
-    (launch,) = [a for a in acts if isinstance(a, S.Launch)]
-    assert launch.catch_up == {"s.a": "mysql-bin.000001:4"} and launch.checks == ("s.b",)
+    st, acts = S.step(SensorState(adopted=True), tick(catch_up={"s.a": "mysql-bin.000001:4"}), REC)
+    (rec,) = reconcile_launches(acts)
+    assert rec.checks == ("s.b",) and rec.tables == () and rec.run_key == "d:reconcile:0"
+    # the window of the same tick carries the catch-up, and no check
+    st, _ = S.step(st, S.Fetched("take", (1,), "e1", 3), REC)
+    st, acts = S.step(st, staged(0), REC)
+    (win,) = [a for a in acts if isinstance(a, S.Launch)]
+    assert win.kind == "window" and win.catch_up == {"s.a": "mysql-bin.000001:4"} and win.checks == ()
+
+
+def test_reconcile_runs_beside_the_windows_and_never_holds_one_back() -> None:
+    st, acts = S.step(SensorState(adopted=True), tick(T0), REC)
+    (rec,) = reconcile_launches(acts)
+    assert rec.checks == ("s.a",) and st.reconcile.run_key == "d:reconcile:0"  # one table per run, longest ago
+    assert kinds(acts)[-2:] == ["Rollback", "Fetch"]  # the window is taken in the same tick
+    st, _ = S.step(st, S.Fetched("take", (1,), "e1", 3), REC)
+    st, _ = S.step(st, staged(0), REC)
+    assert st.phase == Phase.IN_FLIGHT
+    # the window's run succeeds while the reconcile run is still going: the next window goes on
+    going = S.RunSeen("STARTED", "run-rec")
+    st, acts = S.step(st, tick(T0 + 30, window_run=S.RunSeen("SUCCESS", "run-w", seconds=5.0),
+                                reconcile_run=going), REC)
+    assert S.Ack((1,)) in acts and "Fetch" in kinds(acts) and not reconcile_launches(acts)
+    assert st.reconcile.run_key == "d:reconcile:0" and st.reconciled_at == {}
+    # it succeeds: s.a counts as checked, s.b is next at once; s.a again only after the interval
+    st.phase, st.inflight = Phase.IDLE, None
+    st, acts = S.step(st, tick(T0 + 40, reconcile_run=S.RunSeen("SUCCESS", "run-rec", seconds=40.0)), REC)
+    assert st.reconciled_at == {"s.a": T0 + 40}
+    (rec,) = reconcile_launches(acts)
+    assert rec.checks == ("s.b",) and rec.run_key == "d:reconcile:1"
+    st, acts = S.step(st, tick(T0 + 50, reconcile_run=S.RunSeen("SUCCESS", "run-rec-1", seconds=5.0)), REC)
+    assert st.reconciled_at == {"s.a": T0 + 40, "s.b": T0 + 50} and not reconcile_launches(acts)
+    assert st.reconcile.run_key is None
+    st, acts = S.step(st, tick(T0 + 100), REC)
+    assert [r.checks for r in reconcile_launches(acts)] == [("s.a",)]
+    assert SensorState.from_cursor(st.to_json()).reconcile == st.reconcile
+
+
+def test_a_failed_reconcile_run_is_retried_after_a_backoff_and_counts_nothing() -> None:
+    st, acts = S.step(SensorState(adopted=True), tick(T0), REC)
+    st, acts = S.step(st, tick(T0 + 1, reconcile_run=S.RunSeen("FAILURE", "run-rec", error="Run worker gone")), REC)
+    assert st.reconciled_at == {} and not reconcile_launches(acts)
+    assert "reconcile run of s.a failed; retrying at" in notes(acts) and "Run worker gone" in notes(acts)
+    assert not notes(acts, "error")  # the windows are not concerned: the tick does not fail for it
+    assert st.reconcile.failures == 1 and st.reconcile.backoff_until == T0 + 11
+    st, acts = S.step(st, tick(T0 + 5), REC)
+    assert not reconcile_launches(acts)
+    st, acts = S.step(st, tick(T0 + 11), REC)
+    (rec,) = reconcile_launches(acts)
+    assert rec.checks == ("s.a",) and rec.run_key == "d:reconcile:1"  # a run key is never reused
+    # a request whose run never appears counts as a failure after the launch timeout
+    st, acts = S.step(st, tick(T0 + 50), REC)
+    assert not reconcile_launches(acts) and st.reconcile.run_key == "d:reconcile:1"
+    st, acts = S.step(st, tick(T0 + 112), REC)
+    assert "never appeared" in notes(acts) and st.reconcile.failures == 2 and st.reconcile.run_key is None
+
+
+def test_no_reconcile_run_while_the_source_cannot_be_read_nor_when_switched_off() -> None:
+    _, acts = S.step(SensorState(adopted=True), tick(T0, DOWN), REC)
+    assert not reconcile_launches(acts)
+    _, acts = S.step(SensorState(adopted=True), tick(T0), RULES)  # reconcile_interval_seconds 0: on demand only
+    assert not reconcile_launches(acts)
+
+
+def test_a_reset_cursor_numbers_reconcile_runs_after_the_last_one() -> None:
+    latest = {"reconcile": S.LatestRun(number=6, done=False, run_id="r6", run_key="d:reconcile:6", status="STARTED")}
+    st, acts = S.step(SensorState(), tick(T0, latest=latest), REC)
+    (rec,) = reconcile_launches(acts)
+    assert rec.run_key == "d:reconcile:7" and st.adopted  # a reconcile run in flight does not hold the reset

@@ -10,6 +10,7 @@ LAG_CHECK = "lag"
 
 WINDOW_JOB = "canal_window"
 SNAPSHOT_JOB = "canal_snapshot"
+RECONCILE_JOB = "canal_reconcile"
 BACKFILL_JOB = "canal_backfill"
 MAINTENANCE_JOB = "canal_maintenance"
 

@@ -24,7 +24,7 @@ maintenance. This module is the API the pipeline's assets, jobs and CLIs use.
 from __future__ import annotations
 
 from .changelog import apply_changelog, replace_changelog_range
-from .delta_log import is_delta_table, mirror_version, read_table_version, table_state
+from .delta_log import is_delta_table, mirror_version, read_table_version, read_version, table_state
 from .delta_sql import MERGE_SOURCE_MATERIALIZE
 from .layout import (
     MIRROR_META,
@@ -75,6 +75,7 @@ __all__ = [
     "optimize",
     "preview_mirror",
     "read_table_version",
+    "read_version",
     "rename_mirror",
     "rename_statements",
     "replace_changelog_range",

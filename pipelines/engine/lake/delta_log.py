@@ -17,7 +17,7 @@ from .layout import Lake, LakeError, mirror_app_id
 from .results import TableState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def _delta_log(spark: SparkSession, path: str) -> Any:
@@ -253,6 +253,12 @@ def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
         kv = it.next()
         props[str(kv._1())] = str(kv._2())
     return TableState(True, version, position, props)
+
+
+def read_version(spark: SparkSession, path: str, state: TableState) -> DataFrame:
+    """The table as of ``state`` (its Delta version): what a reader beside a writer compares with the watermark it
+    read in the same snapshot."""
+    return spark.read.format("delta").option("versionAsOf", state.version).load(path)
 
 
 def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | None:

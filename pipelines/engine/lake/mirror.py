@@ -23,10 +23,10 @@ from ..window import (
     WindowManifest,
     split_key,
 )
-from .delta_log import read_table_version, table_state
+from .delta_log import read_table_version, read_version, table_state
 from .delta_sql import _col, _create_table, _merge, _q, _read_staged, _retry_concurrent, _spark_schema, _sql_str, _txn
 from .layout import PROP_DROPPED, PROP_EMPTIED, Lake, LakeError, _file, mirror_app_id
-from .results import MirrorResult
+from .results import MirrorResult, TableState
 from .schema_evolution import _evolve_frame, _evolve_table, _plan_schema
 from .window_ddl import _Ddl, _table_ddl, mirror_tables, rename_statements
 
@@ -350,15 +350,19 @@ def rename_mirror(spark: SparkSession, lake: Lake,
 
 
 def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
-                   table: TableChanges) -> DataFrame:
-    """The mirror as apply_mirror would leave it (same skipping, guard, schema evolution), nothing written."""
+                   table: TableChanges, state: TableState | None = None,
+                   defaults: Callable[[str, str, str, str], Any] | None = None) -> DataFrame:
+    """The mirror as apply_mirror would leave it (same skipping, guard, schema evolution), nothing written.
+    ``state``: the mirror at that Delta version and watermark (a reader beside a writer), else its latest;
+    ``defaults``: as for apply_mirror."""
     from pyspark.sql import functions as F
 
     from .. import keyless
 
     path, app = lake.mirror_path(table.schema, table.table), mirror_app_id(table.schema, table.table)
-    state = table_state(spark, path, app)
-    cur = spark.read.format("delta").load(path) if state.exists else None
+    if state is None:
+        state = table_state(spark, path, app)
+    cur = read_version(spark, path, state) if state.exists else None
     position = state.position
     for _pos, ev in _events(manifest, table, None, None):
         if isinstance(ev, _Ddl):
@@ -379,7 +383,11 @@ def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
             cur = spark.createDataFrame([], _mirror_struct(df.schema, keyless=not keys))
         cur = keyless.conform_frame(cur, keyless=not keys)
         plan = _plan_schema(table.name, cur.schema, df.schema, where)
-        cur = _evolve_frame(cur, plan)
+        fills: dict[str, Any] = {}
+        if defaults is not None and plan.adds:
+            types = {c.name.lower(): c.mysql_type for c in part.columns}
+            fills = {col: defaults(table.schema, table.table, col, types[col.lower()]) for col, _t, _a in plan.adds}
+        cur = _evolve_frame(cur, plan, fills)
         if not keys:
             cur = keyless.preview(keyless.number_copies(cur) if plan.drops else cur, df, part, position, table.name,
                                   where)

@@ -168,8 +168,8 @@ def _evolve_table(spark: SparkSession, path: str, name: str, plan: _SchemaPlan, 
     log.info("%s: schema follows the source %s: %s", name, where, plan)
 
 
-def _evolve_frame(df: DataFrame, plan: _SchemaPlan) -> DataFrame:
-    """The same plan applied to a DataFrame (for preview_mirror)."""
+def _evolve_frame(df: DataFrame, plan: _SchemaPlan, fills: dict[str, Any] | None = None) -> DataFrame:
+    """The same plan applied to a DataFrame (for preview_mirror); ``fills`` as for _evolve_table."""
     from pyspark.sql import functions as F
 
     if plan.drops:
@@ -179,5 +179,5 @@ def _evolve_frame(df: DataFrame, plan: _SchemaPlan) -> DataFrame:
             else F.col(_q(f.name)) for f in df.schema.fields]
     df = df.select(cols)
     for col, typ, _after in plan.adds:
-        df = df.withColumn(col, F.lit(None).cast(typ))
+        df = df.withColumn(col, F.lit((fills or {}).get(col)).cast(typ))
     return df
