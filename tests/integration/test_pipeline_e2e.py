@@ -51,8 +51,8 @@ def test_random_workload_converges_and_replays_are_harmless(mariadb_settings: An
     for _ in range(30):  # rows that exist before the pipeline: the initial snapshot loads them
         w.tx()
     # the reconcile checks in runs of their own beside the windows (one mirror per run), as by default, only more
-    # often: each mirror about once a minute
-    cfg = make_config(tmp_path, mariadb_settings, "e2e", f"{SCHEMA}\\\\..*", sensor={"reconcile_interval_seconds": 60})
+    # often: each mirror about every two minutes
+    cfg = make_config(tmp_path, mariadb_settings, "e2e", f"{SCHEMA}\\\\..*", sensor={"reconcile_interval_seconds": 120})
     driver = Driver(cfg, tmp_path / "home", keep_windows=tmp_path / "kept")
     driver.tick()  # starts the instance, snapshots every table
     snapshot_runs = [rr for rr, ok in driver.runs if rr.tags.get("canal/kind") == "snapshot"]
