@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from dagster import (
-    AssetCheckKey,
     AssetKey,
     DagsterEventType,
     DagsterInstance,
@@ -411,9 +410,9 @@ class _Evaluation:
                               asset_selection=[mirror_key(t) for t in a.tables], asset_check_keys=[], tags=tags)
         tags[TAG_WINDOW], tags[TAG_ATTEMPT] = window, attempt
         assets: list[AssetKey] = ([CHANGELOG] if a.changelog else []) + [mirror_key(t) for t in a.tables]
-        checks: list[AssetCheckKey] = [reconcile_check_key(t) for t in a.checks]  # none since reconcile runs
         conf: dict[str, Any] = {"path": a.path, "catch_up": dict(a.catch_up)}
         if a.catch_up_end:
             conf["catch_up_end"] = a.catch_up_end
-        return RunRequest(run_key=a.run_key, job_name=WINDOW_JOB, asset_selection=assets, asset_check_keys=checks,
+        # no check: the reconcile checks run in canal_reconcile runs of their own
+        return RunRequest(run_key=a.run_key, job_name=WINDOW_JOB, asset_selection=assets, asset_check_keys=[],
                           run_config={"resources": {"canal_window": {"config": conf}}}, tags=tags)

@@ -27,7 +27,7 @@ from .delta_log import read_table_version, read_version, table_state
 from .delta_sql import _col, _create_table, _merge, _q, _read_staged, _retry_concurrent, _spark_schema, _sql_str, _txn
 from .layout import PROP_DROPPED, PROP_EMPTIED, Lake, LakeError, _file, mirror_app_id
 from .results import MirrorResult, TableState
-from .schema_evolution import _evolve_frame, _evolve_table, _plan_schema
+from .schema_evolution import _evolve_frame, _evolve_table, _plan_schema, _SchemaPlan
 from .window_ddl import _Ddl, _table_ddl, mirror_tables, rename_statements
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,6 +154,15 @@ def _renamable(struct: StructType, ddl: _Ddl) -> bool:
     return ddl.old.lower() in names and ddl.new.lower() not in names
 
 
+def _fills(defaults: Callable[[str, str, str, str], Any] | None, table: TableChanges, part: TablePart,
+           plan: _SchemaPlan) -> dict[str, Any]:
+    """The value each column ``plan`` adds gives the rows that predate it (``defaults``; none: NULL)."""
+    if defaults is None or not plan.adds:
+        return {}
+    types = {c.name.lower(): c.mysql_type for c in part.columns}
+    return {col: defaults(table.schema, table.table, col, types[col.lower()]) for col, _t, _a in plan.adds}
+
+
 def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manifest: WindowManifest,
                  table: TableChanges, *, after: int | None = None, upto: int | None = None,
                  defaults: Callable[[str, str, str, str], Any] | None = None) -> MirrorResult:
@@ -210,11 +219,7 @@ def apply_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, manife
             plan.drops = []
             struct = spark.read.format("delta").load(path).schema
         if not plan.empty():
-            fills: dict[str, Any] = {}
-            if defaults is not None and plan.adds:
-                types = {c.name.lower(): c.mysql_type for c in part.columns}
-                fills = {col: defaults(table.schema, table.table, col, types[col.lower()]) for col, _t, _a in plan.adds}
-            _evolve_table(spark, path, table.name, plan, where, fills)
+            _evolve_table(spark, path, table.name, plan, where, _fills(defaults, table, part, plan))
             struct = spark.read.format("delta").load(path).schema
         note = f"canal:window:{manifest.destination}:{manifest.window}:{part.max_pos}"
         if keys:
@@ -383,11 +388,7 @@ def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
             cur = spark.createDataFrame([], _mirror_struct(df.schema, keyless=not keys))
         cur = keyless.conform_frame(cur, keyless=not keys)
         plan = _plan_schema(table.name, cur.schema, df.schema, where)
-        fills: dict[str, Any] = {}
-        if defaults is not None and plan.adds:
-            types = {c.name.lower(): c.mysql_type for c in part.columns}
-            fills = {col: defaults(table.schema, table.table, col, types[col.lower()]) for col, _t, _a in plan.adds}
-        cur = _evolve_frame(cur, plan, fills)
+        cur = _evolve_frame(cur, plan, _fills(defaults, table, part, plan))
         if not keys:
             cur = keyless.preview(keyless.number_copies(cur) if plan.drops else cur, df, part, position, table.name,
                                   where)
