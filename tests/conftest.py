@@ -212,6 +212,13 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # the Spark JVMs of the suite, and those of the pipeline processes it starts, inherit these (tests/support/spark.py)
+    from tests.support.spark import add_jvm_options
+
+    add_jvm_options(os.environ)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop_own_instances()  # a worker's own MariaDB instances (tests/support/instances.py)
 
