@@ -70,3 +70,12 @@ def test_delta_roundtrip_offline(spark, tmp_path: Path) -> None:
     assert [h.version for h in history] == [0, 1]
     assert history[0].operation == "WRITE"
     assert history[1].operation == "MERGE"
+
+
+def test_the_suite_s_spark_jvm_runs_with_its_jvm_options(spark) -> None:
+    """The JVM flags the suite's time depends on (tests/support/spark.py) reach the JVM spark-submit launched."""
+    from tests.support.spark import JVM_OPTIONS
+
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    args = [str(a) for a in bean.getInputArguments()]
+    assert all(opt in args for opt in JVM_OPTIONS.split()), args
