@@ -314,3 +314,41 @@ def test_maintenance(spark: Any, tmp_path: Path) -> None:
     assert L.vacuum(spark, path, 0)["files_deleted"] == 3
     assert rows(spark, path, "x") == [(0,), (1,), (2,)]
     assert META_COLUMNS[0] == "_canal_op"
+
+
+def test_table_state_is_read_from_the_log_files_without_a_spark_job(spark: Any, tmp_path: Path) -> None:
+    """On a classic session the table state of a table on this disk is read from its log files (no Spark job:
+    Delta's own snapshot computes its txns with one), past a checkpoint, with two txn appIds and a property
+    change; it equals Delta's own snapshot and what was written."""
+    from pipelines.engine.lake import delta_log
+
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('canal.x' = 'a')")
+    for i in range(1, 13):   # Delta checkpoints every 10 commits
+        spark.conf.set("spark.databricks.delta.write.txnAppId", "odd" if i % 2 else "even")
+        spark.conf.set("spark.databricks.delta.write.txnVersion", str(100 + i))
+        try:
+            spark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
+        finally:
+            spark.conf.unset("spark.databricks.delta.write.txnAppId")
+            spark.conf.unset("spark.databricks.delta.write.txnVersion")
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('canal.x' = 'b', 'canal.y' = 'c')")
+    assert (tmp_path / "t" / "_delta_log" / "_last_checkpoint").exists()
+
+    tracker, group = spark.sparkContext.statusTracker(), "canal-table-state"
+    spark.sparkContext.setJobGroup(group, "table state")
+    try:
+        st = L.table_state(spark, path, "even")
+        assert L.read_table_version(spark, path, "odd") == 111
+        assert L.is_delta_table(spark, path) and not L.is_delta_table(spark, str(tmp_path / "none"))
+        assert L.table_state(spark, str(tmp_path / "none"), "even") == L.TableState(False, -1, None, {})
+        assert list(tracker.getJobIdsForGroup(group)) == []   # no Spark job
+        jvm = delta_log._jvm_snapshot(spark, path)   # Delta's own snapshot (the fallback for other disks)
+        assert list(tracker.getJobIdsForGroup(group)) != []   # ... which the check above would have seen
+    finally:
+        spark.sparkContext.setJobGroup(None, None)  # type: ignore[arg-type]
+    assert (st.exists, st.version, st.position) == (True, 13, 112)
+    assert (st.properties["canal.x"], st.properties["canal.y"]) == ("b", "c")
+    assert jvm is not None and (jvm.version, jvm.txns) == (13, {"odd": 111, "even": 112})
+    assert jvm == delta_log._read_local_log(f"{path}/_delta_log")
+    assert delta_log._local_log_dir(spark, "s3a://bucket/lake/t") is None

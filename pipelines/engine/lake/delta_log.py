@@ -1,6 +1,7 @@
-"""A Delta table's state (version, txn versions, properties) as its log records it: through py4j on a classic
-session; on a Spark Connect session read from the log files by this process when the server runs on this machine
-and the table is on a local path (the default deployment: no Spark job at all), else replayed through Spark."""
+"""A Delta table's state (version, txn versions, properties) as its log records it: read from the log files by this
+process when the table is on this machine's disk and Spark runs here too (a classic session, or a Connect server on
+a loopback address: no Spark job at all), else through Delta's snapshot (py4j, classic) or replayed through Spark
+(Connect)."""
 
 from __future__ import annotations
 
@@ -65,19 +66,21 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
 def _local_log_dir(spark: SparkSession, path: str) -> str | None:
-    """The table's _delta_log directory when this process can read it as the server does: a plain or file: path
-    and a Connect server on a loopback address (a server elsewhere may see another disk under the same path)."""
+    """The table's _delta_log directory when this process can read it as Spark does: a plain or file: path, and a
+    classic session (its driver is this process's JVM, on this machine) or a Connect server on a loopback address
+    (a server elsewhere may see another disk under the same path)."""
     if "://" in path and not path.startswith("file://"):
         return None
     if not path.startswith("/") and not path.startswith("file:"):
         return None
-    try:
-        host = str(spark.client.host)
-        loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except (AttributeError, ValueError):
-        return None
-    if not loopback:
-        return None
+    if is_connect(spark):
+        try:
+            host = str(spark.client.host)
+            loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        except (AttributeError, ValueError):
+            return None
+        if not loopback:
+            return None
     local = re.sub(r"^file:(//)?", "", path) if path.startswith("file:") else path
     return os.path.join(local, "_delta_log")
 
@@ -155,16 +158,41 @@ def _local_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
     not make an exact replay."""
     log_dir = _local_log_dir(spark, path)
     if log_dir is None:
-        raise _Unreadable(f"{path}: not a local table of a server on this machine")
+        raise _Unreadable(f"{path}: not a table on this machine's disk")
     return _read_local_log(log_dir)
 
 
-def _connect_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
-    """The table state on a Connect session: from the local log files when readable here, else through Spark."""
+def _jvm_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
+    """The table state from Delta's own snapshot through py4j (classic sessions; any path Spark reads)."""
+    snap = _delta_log(spark, path)
+    version = int(snap.version())
+    if version < 0:
+        return None
+    txns = {str(t.appId()): int(t.version()) for t in _scala_list(snap.setTransactions())}
+    it = snap.metadata().configuration().iterator()
+    props: dict[str, str] = {}
+    while it.hasNext():
+        kv = it.next()
+        props[str(kv._1())] = str(kv._2())
+    return _LogSnapshot(version, txns, props)
+
+
+def _scala_list(seq: Any) -> list[Any]:
+    it = seq.iterator()
+    out = []
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+def _snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
+    """The table state (None: no table): from the log files when this process can read them (no Spark job; Delta's
+    own snapshot computes its txns with a Spark job over the whole log state, about a second per call), else
+    through Delta's snapshot (classic) or a replay through Spark (Connect)."""
     try:
         return _local_snapshot(spark, path)
     except _Unreadable:
-        return _log_snapshot(spark, path)
+        return _log_snapshot(spark, path) if is_connect(spark) else _jvm_snapshot(spark, path)
 
 
 def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
@@ -235,24 +263,10 @@ def _log_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
 
 def table_state(spark: SparkSession, path: str, app_id: str) -> TableState:
     """Existence, Delta version, the txn version of ``app_id`` and the table properties, from one snapshot."""
-    if is_connect(spark):
-        ls = _connect_snapshot(spark, path)
-        if ls is None:
-            return TableState(False, -1, None, {})
-        return TableState(True, ls.version, ls.txns.get(app_id), ls.properties)
-    snap = _delta_log(spark, path)
-    version = int(snap.version())
-    if version < 0:
+    ls = _snapshot(spark, path)
+    if ls is None:
         return TableState(False, -1, None, {})
-    opt = snap.transactions().get(app_id)
-    position = int(opt.get()) if opt.isDefined() else None
-    conf = snap.metadata().configuration()
-    it = conf.iterator()
-    props: dict[str, str] = {}
-    while it.hasNext():
-        kv = it.next()
-        props[str(kv._1())] = str(kv._2())
-    return TableState(True, version, position, props)
+    return TableState(True, ls.version, ls.txns.get(app_id), ls.properties)
 
 
 def read_version(spark: SparkSession, path: str, state: TableState) -> DataFrame:
@@ -264,26 +278,18 @@ def read_version(spark: SparkSession, path: str, state: TableState) -> DataFrame
 def read_table_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The latest Delta txn version recorded for ``app_id`` in the table at ``path`` (None: no table or none).
 
-    Reads the table's snapshot (checkpoint + log): on a classic session through Delta's own DeltaLog (py4j), on
-    Spark Connect by replaying the log through Spark; either works for any path Spark can read, object stores
-    included."""
-    if is_connect(spark):
-        return table_state(spark, path, app_id).position
-    snap = _delta_log(spark, path)
-    if int(snap.version()) < 0:
-        return None
-    opt = snap.transactions().get(app_id)
-    return int(opt.get()) if opt.isDefined() else None
+    Reads the table's snapshot (checkpoint + log) as table_state does: from the log files when they are on this
+    machine's disk, else through Delta's DeltaLog (classic) or a replay through Spark (Connect), which work for any
+    path Spark can read, object stores included."""
+    return table_state(spark, path, app_id).position
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     """A Delta table exists at ``path`` (a version was committed)."""
-    if is_connect(spark):
-        try:
-            return _local_snapshot(spark, path) is not None
-        except _Unreadable:
-            return _log_version(spark, path) >= 0
-    return int(_delta_log(spark, path).version()) >= 0
+    try:
+        return _local_snapshot(spark, path) is not None
+    except _Unreadable:
+        return (_log_version(spark, path) if is_connect(spark) else int(_delta_log(spark, path).version())) >= 0
 
 
 def mirror_version(spark: SparkSession, lake: Lake, schema: str, table: str) -> int | None:
