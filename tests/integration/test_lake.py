@@ -15,6 +15,7 @@ from pipelines.engine import lake as L
 from pipelines.engine.lake.schema_evolution import _plan_schema
 from pipelines.engine.remerge import remerge_mirror
 from pipelines.engine.window import META_COLUMNS
+from tests.support.spark import table_with_txns
 from tests.support.staged_windows import (
     ITEMS,
     D,
@@ -323,16 +324,7 @@ def test_table_state_is_read_from_the_log_files_without_a_spark_job(spark: Any, 
     from pipelines.engine.lake import delta_log
 
     path = str(tmp_path / "t")
-    spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('canal.x' = 'a')")
-    for i in range(1, 13):   # Delta checkpoints every 10 commits
-        spark.conf.set("spark.databricks.delta.write.txnAppId", "odd" if i % 2 else "even")
-        spark.conf.set("spark.databricks.delta.write.txnVersion", str(100 + i))
-        try:
-            spark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
-        finally:
-            spark.conf.unset("spark.databricks.delta.write.txnAppId")
-            spark.conf.unset("spark.databricks.delta.write.txnVersion")
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('canal.x' = 'b', 'canal.y' = 'c')")
+    table_with_txns(spark, path)
     assert (tmp_path / "t" / "_delta_log" / "_last_checkpoint").exists()
 
     tracker, group = spark.sparkContext.statusTracker(), "canal-table-state"

@@ -24,7 +24,7 @@ from pipelines.engine.reconcile import arrow_fingerprint, dataframe_fingerprint
 from pipelines.engine.types import arrow_type
 from pipelines.engine.window import OP_DELETE, OP_INSERT, OP_UPDATE, ColumnSpec
 from tests.support.net import free_port
-from tests.support.spark import INTERPRETED
+from tests.support.spark import INTERPRETED, table_with_txns
 from tests.support.staged_windows import (
     ITEMS,
     Part,
@@ -338,16 +338,7 @@ def test_table_state_from_the_local_log_equals_the_spark_replay(cspark: Any, tmp
     from pipelines.engine.lake import delta_log
 
     path = str(tmp_path / "t")
-    cspark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('canal.x' = 'a')")
-    for i in range(1, 13):   # Delta checkpoints every 10 commits
-        cspark.conf.set(TXN_APP, "odd" if i % 2 else "even")
-        cspark.conf.set(TXN_VERSION, str(100 + i))
-        try:
-            cspark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
-        finally:
-            cspark.conf.unset(TXN_APP)
-            cspark.conf.unset(TXN_VERSION)
-    cspark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('canal.x' = 'b', 'canal.y' = 'c')")
+    table_with_txns(cspark, path)
     log_dir = delta_log._local_log_dir(cspark, path)
     assert log_dir == f"{path}/_delta_log" and (tmp_path / "t" / "_delta_log" / "_last_checkpoint").exists()
     local = delta_log._read_local_log(log_dir)

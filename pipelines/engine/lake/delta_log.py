@@ -169,16 +169,13 @@ def _jvm_snapshot(spark: SparkSession, path: str) -> _LogSnapshot | None:
     if version < 0:
         return None
     txns = {str(t.appId()): int(t.version()) for t in _scala_list(snap.setTransactions())}
-    it = snap.metadata().configuration().iterator()
-    props: dict[str, str] = {}
-    while it.hasNext():
-        kv = it.next()
-        props[str(kv._1())] = str(kv._2())
+    props = {str(kv._1()): str(kv._2()) for kv in _scala_list(snap.metadata().configuration())}
     return _LogSnapshot(version, txns, props)
 
 
-def _scala_list(seq: Any) -> list[Any]:
-    it = seq.iterator()
+def _scala_list(coll: Any) -> list[Any]:
+    """The elements of a Scala collection (a Map's as key-value tuples) through py4j."""
+    it = coll.iterator()
     out = []
     while it.hasNext():
         out.append(it.next())
