@@ -1,13 +1,16 @@
 """bench/pipeline: sustained rows/s from MySQL into the Delta mirrors and freshness (commit -> visible), through the
 real daemon path, beside the usual non-CDC peer (a periodic full reload), in one run.
 
-    .venv/bin/python bench/pipeline.py [--rate 20000] [--seconds 180] [--preload 100000] [--window-rows 600000]
-                                       [--spark-remote] [--peer none] [--reconcile-seconds 0]
-                                       [--no-deletion-vectors]
+    .venv/bin/python bench/pipeline.py [--workload growth|cdc] [--rate 20000] [--seconds 180] [--preload 100000]
+                                       [--window-rows 600000] [--spark-remote] [--peer none]
+                                       [--reconcile-seconds 0] [--no-deletion-vectors]
 
 Workload (bench/pipeline_workload.py): bench/decode.py's 14-column table in schema canal_bench, preloaded, then a
-writer process commits transactions of --tx-rows row changes (60% inserts, 25% updates, 15% deletes) at --rate
-row changes per second for --seconds, recording each commit's GTID and time.
+writer process commits transactions of --tx-rows row changes at --rate row changes per second for --seconds,
+recording each commit's GTID and time. "growth" (the default): 60% inserts, 25% updates, 15% deletes of the oldest
+rows, 20k rows/s for 180 s on 0.1M rows (the table grows ~17x); "cdc": 70% updates, 15% inserts, 15% deletes over
+random keys, 2k rows/s for 300 s on 5M rows (a small share of a large table changes). Both sides report machine
+CPU per row change.
 
 Ours: `dagster dev` (webserver, daemon, code server with the embedded Canal instance) on a temporary DAGSTER_HOME,
 Canal conf, pipeline.yaml, staging and lake; the canal sensor at sensor.interval_seconds (30); local Spark, or with
@@ -62,6 +65,11 @@ import pipeline_workload as W  # noqa: E402
 DESTINATION = "bench"
 SENSOR = f"canal_{DESTINATION}"
 TABLE = f"{W.SCHEMA}.{W.TABLE}"
+# the writer's figures per workload (bench/pipeline_workload.py); --rate, --seconds, --tx-rows, --preload override
+PRESETS: dict[str, dict[str, Any]] = {
+    "growth": {"rate": 20000.0, "seconds": 180.0, "tx_rows": 2000, "preload": 100_000},
+    "cdc": {"rate": 2000.0, "seconds": 300.0, "tx_rows": 100, "preload": 5_000_000},
+}
 OUT = ROOT / ".runtime" / "bench-pipeline.json"
 ENTRY_BYTES_PER_ROW = 1100   # Canal Entry bytes per row change of this table: ~890 measured, plus headroom
 MEMUNIT = 16384
@@ -121,7 +129,7 @@ def write_conf(tmp: Path, args: argparse.Namespace) -> Path:
 def start_writer(args: argparse.Namespace, out: Path, log: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, str(ROOT / "bench" / "pipeline_workload.py"), "--host", D.HOST, "--port", str(D.PORT),
            "--rate", str(args.rate), "--seconds", str(args.seconds), "--tx-rows", str(args.tx_rows),
-           "--next-id", str(args.preload + 1), "--out", str(out)]
+           "--next-id", str(args.preload + 1), "--out", str(out), "--workload", args.workload]
     with open(log, "ab") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -344,6 +352,7 @@ def analyse_ours(spark: Any, raw: dict[str, Any]) -> dict[str, Any]:
         "source_rows_read": applied, "snapshot_rows": raw["preload"],
         "source_rows": check[1], "mirror_rows": check[2], "mirror_equals_source": check[3],
         "windows": table, "load": raw["load"], "cpu": raw.get("cpu"),
+        "cpu_us_per_row": _per_row(raw.get("cpu"), raw["writer"]["rows"]),
     }
 
 
@@ -364,6 +373,7 @@ def run_peer(args: argparse.Namespace, tmp: Path, mode: str, spark: Any = None) 
     writer = None
     try:
         start = time.time()
+        cpu0, c0 = CPU.snapshot(), time.monotonic()
         writer = start_writer(args, commits_path, wlog)
 
         def stop_after() -> float | None:
@@ -374,6 +384,8 @@ def run_peer(args: argparse.Namespace, tmp: Path, mode: str, spark: Any = None) 
             return max(c["t"] for c in commits)
 
         cycles = P.reload_loop(job, args.interval, start, stop_after, spark=spark if mode == "warm" else None, log=say)
+        cpu = {"seconds": round(time.monotonic() - c0, 1),
+               **{k: round(v, 1) for k, v in CPU.account(cpu0, CPU.snapshot()).items()}}
     except RuntimeError as e:
         raise BenchError(str(e)) from None
     finally:
@@ -395,8 +407,14 @@ def run_peer(args: argparse.Namespace, tmp: Path, mode: str, spark: Any = None) 
         "freshness_p50": _r(percentile(samples, 0.5)), "freshness_p95": _r(percentile(samples, 0.95)),
         "freshness_max": _r(max((v for v, _ in samples), default=None)),
         "source_rows_read": read, "rows_moved_per_s": round(read / busy, 1) if busy else None,
-        "cycles": [y.as_dict() for y in cycles], "load": load.summary(),
+        "cycles": [y.as_dict() for y in cycles], "load": load.summary(), "cpu": cpu,
+        "cpu_us_per_row": _per_row(cpu, wsum["rows"]),
     }
+
+
+def _per_row(cpu: dict[str, float] | None, rows: int) -> float | None:
+    """Machine CPU (us) per row change the writer committed, from its start to the last change visible."""
+    return round(cpu["machine"] / rows * 1e6, 1) if cpu and rows else None
 
 
 # --- report ------------------------------------------------------------------------------------------------------
@@ -419,6 +437,7 @@ SUMMARY_ROWS = [("rows written", "rows_written", 0), ("writer rows/s", "writer_r
                 ("rows applied", "rows_applied", 0), ("sustained rows/s", "sustained_rows_per_s", 0),
                 ("freshness p50 s", "freshness_p50", 1), ("freshness p95 s", "freshness_p95", 1),
                 ("freshness max s", "freshness_max", 1), ("source rows read", "source_rows_read", 0),
+                ("machine CPU us/row", "cpu_us_per_row", 1),
                 ("load (1 min) mean", "load", 1)]
 
 
@@ -537,10 +556,14 @@ def run_spark_conf(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rate", type=float, default=20000, help="row changes per second the writer commits")
-    ap.add_argument("--seconds", type=float, default=180, help="how long the writer runs")
-    ap.add_argument("--tx-rows", type=int, default=2000, help="row changes per transaction")
-    ap.add_argument("--preload", type=int, default=100_000, help="rows in the table before the writer starts")
+    ap.add_argument("--workload", choices=sorted(PRESETS), default="growth",
+                    help="growth: 60%% inserts, updates and deletes of the oldest rows (20k rows/s, 180 s, 0.1M "
+                         "rows preloaded); cdc: 70%% updates, 15%% inserts, 15%% deletes over random keys (2k rows/s, "
+                         "300 s, 5M rows preloaded). The options below override a preset's figures")
+    ap.add_argument("--rate", type=float, help="row changes per second the writer commits")
+    ap.add_argument("--seconds", type=float, help="how long the writer runs")
+    ap.add_argument("--tx-rows", type=int, help="row changes per transaction")
+    ap.add_argument("--preload", type=int, help="rows in the table before the writer starts")
     ap.add_argument("--interval", type=int, default=30, help="sensor.interval_seconds, and the peer's interval")
     ap.add_argument("--reconcile-seconds", type=float, default=None,
                     help="sensor.reconcile_interval_seconds (default: the pipeline's; 0: no reconcile check rides "
@@ -561,6 +584,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, lake, DAGSTER_HOME)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
+    for key, value in PRESETS[args.workload].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if any("=" not in kv for kv in args.spark_conf):
         ap.error("--spark-conf takes KEY=VALUE")
 

@@ -2,19 +2,24 @@
 driven at a fixed rate of row changes in multi-row transactions by a writer process that records each commit.
 
     .venv/bin/python bench/pipeline_workload.py --port 3407 --rate 20000 --seconds 180 --tx-rows 2000 \\
-        --next-id 100001 --out commits.jsonl
+        --next-id 100001 --out commits.jsonl [--workload cdc]
 
-Each transaction changes exactly --tx-rows rows: 60% inserts of new ids, 25% updates of live rows and 15%
-deletes of the oldest live rows (bench/decode.py's 150k/60k/37.5k mix), generated server-side from MariaDB's
-sequence engine so the writer itself costs little CPU. Transaction k is committed at start + k * tx_rows / rate
-(at once when behind). One JSON line per commit: the transaction's GTID (@@last_gtid), the wall-clock time
-COMMIT returned and its row changes; a last line {"done": ...} sums it up.
+Each transaction changes exactly --tx-rows rows, inserts first (new ids, generated server-side from MariaDB's
+sequence engine so the writer itself costs little CPU), then updates, then deletes of live rows:
+- ``growth`` (default): 60% inserts, 25% updates and 15% deletes of the oldest live rows (bench/decode.py's
+  150k/60k/37.5k mix): the table grows fast, and the changes outnumber its rows within minutes.
+- ``cdc``: 15% inserts, 70% updates and 15% deletes of live rows drawn at random over the whole table (the writer
+  keeps the live ids): what most CDC sources look like, a large table of which a small share changes.
+Transaction k is committed at start + k * tx_rows / rate (at once when behind). One JSON line per commit: the
+transaction's GTID (@@last_gtid), the wall-clock time COMMIT returned and its row changes; a last line
+{"done": ...} sums it up.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import sys
 import time
@@ -33,7 +38,8 @@ _SELECT = """SELECT seq, seq % 1000, (seq % 100000) / 100, seq * 1.000001, seq /
     CONCAT('name-', seq, '-é'), REPEAT(MD5(seq), 2),
     JSON_OBJECT('id', seq, 'tags', JSON_ARRAY('a', 'b', seq % 7), 'price', (seq % 1000) / 10),
     ELT(1 + seq % 4, 'new', 'paid', 'shipped', 'done'), seq % 2, UNHEX(MD5(seq))"""
-MIX = (0.60, 0.25)  # inserts, updates; the rest deletes
+# inserts, updates (the rest deletes); random: updates and deletes hit live rows anywhere in the table
+WORKLOADS = {"growth": ((0.60, 0.25), False), "cdc": ((0.15, 0.70), True)}
 
 
 def admin_kwargs(host: str, port: int) -> dict[str, Any]:
@@ -71,20 +77,55 @@ def drop_schema(host: str, port: int) -> None:
         conn.close()
 
 
-def split(n: int) -> tuple[int, int, int]:
-    ins, upd = round(n * MIX[0]), round(n * MIX[1])
+def split(n: int, workload: str = "growth") -> tuple[int, int, int]:
+    mix = WORKLOADS[workload][0]
+    ins, upd = round(n * mix[0]), round(n * mix[1])
     return ins, upd, n - ins - upd
 
 
-def write(host: str, port: int, rate: float, seconds: float, tx_rows: int, next_id: int, out: Any) -> dict[str, Any]:
+_UPDATE = (f"UPDATE {SCHEMA}.{TABLE} SET qty = qty + 1, price = price * 2, state = 'done', "
+           f"doc = JSON_SET(doc, '$.price', 1.5), note = CONCAT(note, 'x') WHERE ")
+
+
+class LiveIds:
+    """The ids of the table's live rows, for updates and deletes at random: an array with swap-removal (8 bytes
+    per row: 40 MB for 5M rows), sampled without replacement per transaction."""
+
+    def __init__(self, top: int, seed: int) -> None:
+        from array import array
+
+        self.ids = array("q", range(1, top + 1))
+        self.rng = random.Random(seed)
+
+    def add(self, lo: int, hi: int) -> None:
+        self.ids.extend(range(lo, hi + 1))
+
+    def pick(self, upd: int, dele: int) -> tuple[list[int], list[int]]:
+        """``upd`` ids to update and ``dele`` other ids to delete (removed from the live set)."""
+        at = self.rng.sample(range(len(self.ids)), upd + dele)
+        updates, gone = [self.ids[i] for i in at[:upd]], sorted(at[upd:], reverse=True)
+        deletes = [self.ids[i] for i in gone]
+        for i in gone:   # highest first, so each index still points where it did
+            self.ids[i] = self.ids[-1]
+            self.ids.pop()
+        return updates, deletes
+
+
+def _in(ids: list[int]) -> str:
+    return "id IN (" + ",".join(map(str, ids)) + ")"
+
+
+def write(host: str, port: int, rate: float, seconds: float, tx_rows: int, next_id: int, out: Any,
+          workload: str = "growth", seed: int = 7) -> dict[str, Any]:
     import pymysql
 
     conn = pymysql.connect(**admin_kwargs(host, port), autocommit=False)
     cur = conn.cursor()
-    ins, upd, dele = split(tx_rows)
+    ins, upd, dele = split(tx_rows, workload)
     top, upd_at, del_at = next_id - 1, 0, 0   # highest id, last updated id, last deleted id
     if top < upd + dele:
         raise SystemExit(f"preload at least {upd + dele} rows: updates and deletes need live rows")
+    live = LiveIds(top, seed) if WORKLOADS[workload][1] else None
     period = tx_rows / rate
     start = time.time()
     k = rows = late = 0
@@ -99,14 +140,18 @@ def write(host: str, port: int, rate: float, seconds: float, tx_rows: int, next_
             late += 1
         cur.execute(insert_sql(top + 1, top + ins))
         n = cur.rowcount
+        if live is not None:
+            live.add(top + 1, top + ins)
+            updates, deletes = live.pick(upd, dele)
+            n += cur.execute(_UPDATE + _in(updates)) if updates else 0
+            n += cur.execute(f"DELETE FROM {SCHEMA}.{TABLE} WHERE {_in(deletes)}") if deletes else 0
+        else:
+            upd_at = max(upd_at, del_at)   # live rows only: every statement changes exactly its count
+            n += cur.execute(_UPDATE + f"id BETWEEN {upd_at + 1} AND {upd_at + upd}")
+            upd_at += upd
+            n += cur.execute(f"DELETE FROM {SCHEMA}.{TABLE} WHERE id BETWEEN {del_at + 1} AND {del_at + dele}")
+            del_at += dele
         top += ins
-        upd_at = max(upd_at, del_at)   # live rows only: every statement changes exactly its count
-        n += cur.execute(f"UPDATE {SCHEMA}.{TABLE} SET qty = qty + 1, price = price * 2, state = 'done', "
-                         f"doc = JSON_SET(doc, '$.price', 1.5), note = CONCAT(note, 'x') "
-                         f"WHERE id BETWEEN {upd_at + 1} AND {upd_at + upd}")
-        upd_at += upd
-        n += cur.execute(f"DELETE FROM {SCHEMA}.{TABLE} WHERE id BETWEEN {del_at + 1} AND {del_at + dele}")
-        del_at += dele
         conn.commit()
         committed = time.time()
         cur.execute("SELECT @@last_gtid")
@@ -129,10 +174,13 @@ def main() -> None:
     ap.add_argument("--tx-rows", type=int, required=True, help="row changes per transaction")
     ap.add_argument("--next-id", type=int, required=True, help="first id to insert (the preload is 1..next-id-1)")
     ap.add_argument("--out", required=True, help="JSON lines, one per commit")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), default="growth")
+    ap.add_argument("--seed", type=int, default=7, help="the random keys of --workload cdc")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with open(args.out, "w", buffering=1) as out:
-        summary = write(args.host, args.port, args.rate, args.seconds, args.tx_rows, args.next_id, out)
+        summary = write(args.host, args.port, args.rate, args.seconds, args.tx_rows, args.next_id, out,
+                        args.workload, args.seed)
         out.write(json.dumps(summary) + "\n")
 
 
