@@ -189,6 +189,12 @@ class Load:
 
 # --- ours --------------------------------------------------------------------------------------------------------
 
+def cpu_since(cpu0: CPU.Snapshot, c0: float) -> dict[str, float]:
+    """Core-seconds by role since ``cpu0`` (taken at monotonic time ``c0``), and the seconds elapsed."""
+    return {"seconds": round(time.monotonic() - c0, 1),
+            **{k: round(v, 1) for k, v in CPU.account(cpu0, CPU.snapshot()).items()}}
+
+
 def poll(what: str, cond: Callable[[], Any], timeout: float, check: Callable[[], None], load: Load) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -267,8 +273,7 @@ def run_ours(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         except BenchError as e:
             raise BenchError(f"{e}: {DG.applied_rows(inst, DESTINATION)} of {wsum['rows']} applied\n"
                              f"{last_tick(inst)}") from None
-        cpu = {"seconds": round(time.monotonic() - c0, 1),
-               **{k: round(v, 1) for k, v in CPU.account(cpu0, CPU.snapshot()).items()}}
+        cpu = cpu_since(cpu0, c0)
         windows = DG.timelines(inst, DESTINATION, SENSOR, tmp / "spark-events")
     finally:
         stop_writer(writer)
@@ -384,8 +389,7 @@ def run_peer(args: argparse.Namespace, tmp: Path, mode: str, spark: Any = None) 
             return max(c["t"] for c in commits)
 
         cycles = P.reload_loop(job, args.interval, start, stop_after, spark=spark if mode == "warm" else None, log=say)
-        cpu = {"seconds": round(time.monotonic() - c0, 1),
-               **{k: round(v, 1) for k, v in CPU.account(cpu0, CPU.snapshot()).items()}}
+        cpu = cpu_since(cpu0, c0)
     except RuntimeError as e:
         raise BenchError(str(e)) from None
     finally:

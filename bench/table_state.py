@@ -14,7 +14,6 @@ median wall per read and the Spark JVM's CPU (utime + stime from /proc) per read
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -25,11 +24,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def _jvm_cpu(pid: int) -> float:
-    rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+from cpu_account import process_cpu  # noqa: E402
 
 
 def main() -> None:
@@ -39,6 +36,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from pipelines.engine.lake import delta_log
+    from pipelines.engine.lake.delta_sql import _txn
     from pipelines.engine.lake.layout import DELETION_VECTORS, MIRROR_PROPERTIES
     from pipelines.engine.sparkenv import spark_session_builder
 
@@ -55,21 +53,16 @@ def main() -> None:
         for i in range(1, args.commits + 1):
             lo = (i - 1) * args.rows // 2
             spark.range(lo, lo + args.rows).selectExpr("id", "uuid() AS v", f"{i} AS p").createOrReplaceTempView("s")
-            spark.conf.set("spark.databricks.delta.write.txnAppId", app)
-            spark.conf.set("spark.databricks.delta.write.txnVersion", str(i))
-            try:
+            with _txn(spark, app, i, f"bench:{i}"):   # as a window's mirror commit records its txn
                 spark.sql(f"MERGE INTO delta.`{path}` t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
                           "WHEN NOT MATCHED THEN INSERT *").collect()
-            finally:
-                spark.conf.unset("spark.databricks.delta.write.txnAppId")
-                spark.conf.unset("spark.databricks.delta.write.txnVersion")
             readers = [("log files (ours)", lambda: delta_log._read_local_log(f"{path}/_delta_log")),
                        ("Delta snapshot (py4j)", lambda: delta_log._jvm_snapshot(spark, path))]
             got = {}
             for name, read in (readers if i % 2 else readers[::-1]):
-                c0, t0 = _jvm_cpu(pid), time.perf_counter()
+                c0, t0 = process_cpu(pid), time.perf_counter()
                 got[name] = read()
-                cost[name].append((time.perf_counter() - t0, _jvm_cpu(pid) - c0))
+                cost[name].append((time.perf_counter() - t0, process_cpu(pid) - c0))
             a, b = got.values()
             assert a is not None and a == b and a.txns[app] == i, (i, a, b)
     finally:

@@ -42,13 +42,10 @@ def table_with_txns(spark: Any, path: str) -> None:
     """A Delta table at ``path`` past a checkpoint (Delta checkpoints every 10 commits): created with property
     canal.x = a, then 12 one-row appends recording txn versions 101..112 under appIds "odd" and "even" in turn
     (odd ends at 111, even at 112), then canal.x = b and canal.y = c: version 13. On a classic or Connect session."""
+    from pipelines.engine.lake.delta_sql import _txn
+
     spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta TBLPROPERTIES ('canal.x' = 'a')")
     for i in range(1, 13):
-        spark.conf.set("spark.databricks.delta.write.txnAppId", "odd" if i % 2 else "even")
-        spark.conf.set("spark.databricks.delta.write.txnVersion", str(100 + i))
-        try:
+        with _txn(spark, "odd" if i % 2 else "even", 100 + i, f"test:{i}"):
             spark.createDataFrame([(i,)], "id INT").write.format("delta").mode("append").save(path)
-        finally:
-            spark.conf.unset("spark.databricks.delta.write.txnAppId")
-            spark.conf.unset("spark.databricks.delta.write.txnVersion")
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('canal.x' = 'b', 'canal.y' = 'c')")
