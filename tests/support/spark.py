@@ -10,6 +10,12 @@ generation, 158 s and 259 CPU-s without. The pipeline keeps Spark's defaults (co
 main job, the daemon's run workers, the Connect servers the main job supervises) keep them too, so code
 generation stays exercised.
 
+For the same reason the suite's sessions plan without adaptive query execution and broadcast joins: on a window
+of a few rows each re-planned stage and each broadcast is a Spark job of its own. A six-row MERGE into a small
+mirror-like table ran 8 Spark jobs instead of 15-21 and took 3.4 s instead of 3.8-4.0 s (mean of 10, one JVM,
+idle machine); tests/integration/test_lake.py alone 207 s instead of 223 s. Both change the plan, never the
+result; the pipeline's own sessions keep Spark's defaults.
+
 Every Spark JVM the suite starts, its own sessions and those the pipeline starts for it alike, also gets
 JVM_OPTIONS (through SPARK_SUBMIT_OPTS, which spark-submit adds to the JVM it launches): the suite is CPU-bound on
 two cores and its JVMs are short-lived or run small queries, where HotSpot's JIT compiler threads took 42% of a
@@ -25,6 +31,8 @@ from typing import Any
 INTERPRETED = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 
