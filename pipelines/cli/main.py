@@ -111,16 +111,23 @@ def reset_state(cfg: PipelineConfig, dagster_home: Path) -> None:
             p.unlink()
 
 
-def _create_dagster_storage(home: Path) -> None:
+def _prepare_dagster_instance(home: Path) -> list[str]:
     """Create the instance's storage before its processes start: processes creating a fresh SQLite storage at the
-    same moment race on its schema version (alembic: "more than one head"), and the loser fails to start. Relative
-    paths in dagster.yaml resolve against the repository root, where the processes run."""
+    same moment race on its schema version (alembic: "more than one head"), and the loser fails to start. Then fail
+    the runs a killed predecessor left STARTING (pipelines.defs.launcher.fail_orphaned_starting_runs); their ids.
+    Relative paths in dagster.yaml resolve against the repository root, where the processes run."""
     from dagster import DagsterInstance
+
+    from ..defs.launcher import fail_orphaned_starting_runs
 
     cwd = os.getcwd()
     os.chdir(REPO_ROOT)
     try:
-        DagsterInstance.from_config(str(home)).dispose()
+        instance = DagsterInstance.from_config(str(home))
+        try:
+            return fail_orphaned_starting_runs(instance, home)
+        finally:
+            instance.dispose()
     finally:
         os.chdir(cwd)
 
@@ -234,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             conn.close()
         _say("source: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
-    _create_dagster_storage(dagster_home)
+    for run_id in _prepare_dagster_instance(dagster_home):
+        _say(f"run {run_id} was left STARTING by processes that are gone: failed now, its window is retried")
 
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home)}
     m = cfg.conn_kwargs()

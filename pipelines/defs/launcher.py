@@ -25,11 +25,12 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dagster import MAX_RUNTIME_SECONDS_TAG, DagsterEventType, DagsterRun, DefaultRunLauncher
 
-from ..engine.processes import alive_since, signal_all
+from ..engine.processes import alive_since, processes_with_env_path, signal_all
 from .dagster_compat import GRPC_INFO_TAG, CheckRunHealthResult, WorkerStatus
 
 log = logging.getLogger(__name__)
@@ -131,3 +132,30 @@ class MonitoredRunLauncher(DefaultRunLauncher):
                 f"run worker pid {worker.pid} still running {TERMINATE_GRACE_SECONDS:.0f} s after SIGTERM: SIGKILL",
                 run, cls=self.__class__)
         return True
+
+
+def fail_orphaned_starting_runs(instance: Any, home: Path) -> list[str]:
+    """At a start of the main job (before its daemon): fail at once the runs left STARTING by processes that are
+    gone, instead of run monitoring failing them after ``start_timeout_seconds`` while every window queued behind
+    them waits. A STARTING run's worker has not reported its pid yet, so it is known to be gone only when no
+    process of this host is left that could be it: no Python process but this one and its ancestors has
+    ``DAGSTER_HOME`` = ``home`` in its environment (every process of the pipeline inherits it; a run worker is a
+    Python process the code server spawns). Otherwise nothing is failed and run
+    monitoring decides as before. Runs launched through a code server on another host are left alone. Returns the
+    ids of the runs failed (the sensor rolls their windows back and retries them: "run worker" is an
+    infrastructure fault)."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    runs = [r for r in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTING])) if _launched_here(r)]
+    if not runs:
+        return []
+    holders = processes_with_env_path("DAGSTER_HOME", home, program="python")
+    if holders:
+        log.info("%d run(s) STARTING, and processes %s of this Dagster instance are still there: left to run "
+                 "monitoring", len(runs), holders[:10])
+        return []
+    for run in runs:
+        instance.report_run_failed(
+            run, "run worker gone: the run was STARTING and no process of this Dagster instance is left (the main "
+                 "job was killed with its processes); failed when the main job started again, its window is retried")
+    return [r.run_id for r in runs]

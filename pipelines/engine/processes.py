@@ -98,3 +98,58 @@ def stop_sessions(sessions: Iterable[int], not_before: float, timeout: float) ->
     left = session_members(sessions, not_before)
     signal_all((p.pid for p in left), signal.SIGKILL)
     return left
+
+
+def _ancestors(pid: int) -> set[int]:
+    out: set[int] = set()
+    st = read_stat(pid)
+    while st is not None and st.ppid > 0 and st.ppid not in out:
+        out.add(st.ppid)
+        st = read_stat(st.ppid)
+    return out
+
+
+def _env_value(pid: int, name: str) -> str | None:
+    """``name`` in the environment ``pid`` started with; None when unset. PermissionError and FileNotFoundError
+    pass through (the caller decides what an unreadable process means)."""
+    prefix = name.encode() + b"="
+    for item in (PROC / str(pid) / "environ").read_bytes().split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def processes_with_env_path(name: str, path: Path, program: str = "") -> list[int]:
+    """Live processes of this user, other than this one and its ancestors, whose environment sets ``name`` to
+    ``path`` (relative values resolve against the process's working directory); with ``program``, only those
+    whose executable's file name starts with it (e.g. "python"). A process of this user whose environment cannot
+    be read counts: the answer errs towards "something may still use it"."""
+    me = os.getpid()
+    skip = {me, *_ancestors(me)}
+    want = path.resolve()
+    uid = os.getuid()
+    out: list[int] = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        pid = int(entry.name)
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            st = read_stat(pid)
+            if st is None or st.exited:
+                continue
+            if program and not os.path.basename(os.readlink(entry / "exe")).startswith(program):
+                continue
+            value = _env_value(pid, name)
+            if value is None:
+                continue
+            found = Path(value) if os.path.isabs(value) else Path(os.readlink(entry / "cwd")) / value
+        except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
+            continue
+        except (PermissionError, OSError):
+            out.append(pid)
+            continue
+        if found.resolve() == want:
+            out.append(pid)
+    return out
