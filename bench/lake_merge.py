@@ -9,6 +9,12 @@ the oldest ids (bench/pipeline_workload's mix), staged per pipelines.engine.wind
 Variants alternate --pairs times in one JVM after a small warm-up, so JIT warm-up and the machine's other load
 fall on both; the figure is the Spark JVM's CPU time (utime + stime from /proc) per window, with wall time and
 Delta's rows-copied metric beside it. The mirror rows of both variants are compared at the end.
+
+    .venv/bin/python bench/lake_merge.py --split-inserts [--table-rows ... --window-rows ... --pairs P]
+
+compares instead, both with deletion vectors: the one MERGE of every change (ours) vs the window's inserts of new
+ids appended (one commit, the staged rows projected to the mirror's columns) and only the updates and deletes
+MERGEd: what a mirror step could do for keys whose first change in the window is an INSERT.
 """
 
 from __future__ import annotations
@@ -106,8 +112,27 @@ class Jvm:
         return process_cpu(self.pid)
 
 
+def _append_then_merge(spark: Any, lake: Any, root: Path, window: int, part: Any) -> Any:
+    """The inserts appended in one commit, then apply_mirror of the rest; its MirrorResult."""
+    import pyarrow.compute as pc
+
+    from pipelines.engine import lake as L
+    from pipelines.engine.lake.delta_sql import _read_staged, _txn
+    from pipelines.engine.lake.mirror import _project
+
+    is_insert = pc.equal(part["_canal_op"], "INSERT")
+    d, m = _stage(root / "s-inserts", window, part.filter(is_insert))
+    path = lake.mirror_path("bench", "t")
+    struct = spark.read.format("delta").load(path).schema
+    rows = _project(_read_staged(spark, str(d / m.tables[0].parts[0].file)), struct).drop("_canal_op")
+    with _txn(spark, "bench-append", window, "bench:append"):
+        rows.write.format("delta").mode("append").save(path)
+    d, m = _stage(root / "s-rest", window, part.filter(pc.invert(is_insert)))
+    return L.apply_mirror(spark, lake, d, m, m.tables[0])
+
+
 def run_variant(spark: Any, jvm: Jvm, root: Path, dv: bool, table_rows: int, window_rows: int,
-                windows: int, seed: int) -> list[dict[str, float]]:
+                windows: int, seed: int, split: bool = False) -> list[dict[str, float]]:
     import numpy as np
 
     from pipelines.engine import lake as L
@@ -128,17 +153,19 @@ def run_variant(spark: Any, jvm: Jvm, root: Path, dv: bool, table_rows: int, win
         ids = np.concatenate([np.arange(nxt, nxt + ins), rng.choice(live, upd, replace=False),
                               np.arange(oldest, oldest + dele)])
         nxt, oldest = nxt + ins, oldest + dele
-        d, m = _stage(root / "s", 2 + w, _part(ids, ["INSERT"] * ins + ["UPDATE"] * upd + ["DELETE"] * dele, offset))
+        part = _part(ids, ["INSERT"] * ins + ["UPDATE"] * upd + ["DELETE"] * dele, offset)
+        d, m = _stage(root / "s", 2 + w, part)
         offset += window_rows * 30 + 1000
         t0, c0 = time.monotonic(), jvm.cpu()
-        res = L.apply_mirror(spark, lake, d, m, m.tables[0])
+        res = _append_then_merge(spark, lake, root, 2 + w, part) if split else L.apply_mirror(spark, lake, d, m,
+                                                                                              m.tables[0])
         wall, cpu = time.monotonic() - t0, jvm.cpu() - c0
         metrics = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()["operationMetrics"]
-        if (res.inserted, res.updated, res.deleted) != (ins, upd, dele):
+        if (res.inserted + (ins if split else 0), res.updated, res.deleted) != (ins, upd, dele):
             raise SystemExit(f"window {w}: applied +{res.inserted} ~{res.updated} -{res.deleted}, "
                              f"expected +{ins} ~{upd} -{dele}")
         out.append({"cpu": cpu, "wall": wall, "copied": int(metrics["numTargetRowsCopied"])})
-        print(f"  {'dv ' if dv else 'cow'} window {w}: cpu {cpu:5.1f} s  wall {wall:5.1f} s  "
+        print(f"  {('split' if split else 'merge') if dv else 'cow'} window {w}: cpu {cpu:5.1f} s  wall {wall:5.1f} s  "
               f"rows copied {out[-1]['copied']:,}", flush=True)
     return out
 
@@ -149,6 +176,8 @@ def main() -> None:
     ap.add_argument("--window-rows", type=int, default=450_000)
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=2)
+    ap.add_argument("--split-inserts", action="store_true",
+                    help="ours vs the inserts appended and only the updates and deletes MERGEd (both deletion vectors)")
     ap.add_argument("--materialize", default=None, help="spark.databricks.delta.merge.materializeSource for both "
                     "variants (default: what pipelines.engine.lake sets)")
     args = ap.parse_args()
@@ -164,33 +193,40 @@ def main() -> None:
     jvm = Jvm(spark)
     work = Path(tempfile.mkdtemp(prefix="bench-lake-merge-"))
     try:
+        # name -> (deletion vectors, inserts appended); the first is ours
+        variants = {"merge": (True, False), "split": (True, True)} if args.split_inserts else \
+            {"deletion_vectors": (True, False), "copy_on_write": (False, False)}
+        names = list(variants)
         print("warm-up (both variants, 200k rows, 50k changes)", flush=True)
-        for dv in (True, False):
-            run_variant(spark, jvm, work / "warm", dv, 200_000, 50_000, 1, 0)
-        results: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+        for name in names:
+            run_variant(spark, jvm, work / "warm", variants[name][0], 200_000, 50_000, 1, 0,
+                        split=variants[name][1])
+        results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
         for pair in range(args.pairs):
-            for dv in ((True, False) if pair % 2 == 0 else (False, True)):   # alternate who goes first
-                results[dv] += run_variant(spark, jvm, work / ("dv" if dv else "cow"), dv, args.table_rows,
-                                           args.window_rows, args.windows, pair)
+            for name in (names if pair % 2 == 0 else names[::-1]):   # alternate who goes first
+                dv, split = variants[name]
+                results[name] += run_variant(spark, jvm, work / name, dv, args.table_rows, args.window_rows,
+                                             args.windows, pair, split=split)
         # same seeds, same changes: the last pair's mirrors must hold the same rows
         hashed = ("count(*) AS n", "sum(CAST(xxhash64(*) AS DECIMAL(38,0))) AS h")
-        fp = {dv: spark.read.format("delta").load(str(work / ("dv" if dv else "cow") / "lake/mirror/bench/t"))
-              .selectExpr(*hashed).first() for dv in (True, False)}
-        same = tuple(fp[True]) == tuple(fp[False])
+        fp = {name: spark.read.format("delta").load(str(work / name / "lake/mirror/bench/t"))
+              .selectExpr(*hashed).first() for name in names}
+        same = tuple(fp[names[0]]) == tuple(fp[names[1]])
         summary = {}
-        for dv, rs in results.items():
+        for name, rs in results.items():
             cpu = statistics.mean(r["cpu"] for r in rs)
-            summary["deletion_vectors" if dv else "copy_on_write"] = {
+            summary[name] = {
                 "cpu_s_mean": round(cpu, 1), "cpu_s": [round(r["cpu"], 1) for r in rs],
                 "wall_s_mean": round(statistics.mean(r["wall"] for r in rs), 1),
+                "wall_s": [round(r["wall"], 1) for r in rs],
                 "us_per_change": round(cpu / args.window_rows * 1e6, 1),
                 "rows_copied_mean": round(statistics.mean(r["copied"] for r in rs))}
-        ratio = summary["copy_on_write"]["cpu_s_mean"] / summary["deletion_vectors"]["cpu_s_mean"]
+        ratio = summary[names[1]]["cpu_s_mean"] / summary[names[0]]["cpu_s_mean"]
         from pipelines.engine import lake as L
 
         print(json.dumps({"table_rows": args.table_rows, "window_rows": args.window_rows,
                           "materialize_source": L.MERGE_SOURCE_MATERIALIZE, **summary,
-                          "cow_over_dv_cpu": round(ratio, 2), "same_rows": same}, indent=2))
+                          f"{names[1]}_over_{names[0]}_cpu": round(ratio, 2), "same_rows": same}, indent=2))
         if not same:
             raise SystemExit(f"the two mirrors differ: {fp}")
     finally:
