@@ -112,27 +112,33 @@ class Jvm:
         return process_cpu(self.pid)
 
 
-def _append_then_merge(spark: Any, lake: Any, root: Path, window: int, part: Any) -> Any:
-    """The inserts appended in one commit, then apply_mirror of the rest; its MirrorResult."""
+def _split(root: Path, window: int, part: Any) -> tuple[tuple[Path, Any], tuple[Path, Any]]:
+    """The window's inserts and the rest of its changes, each staged as a window of its own."""
     import pyarrow.compute as pc
 
+    is_insert = pc.equal(part["_canal_op"], "INSERT")
+    return (_stage(root / "s-inserts", window, part.filter(is_insert)),
+            _stage(root / "s-rest", window, part.filter(pc.invert(is_insert))))
+
+
+def _append_then_merge(spark: Any, lake: Any, window: int, inserts: tuple[Path, Any], rest: tuple[Path, Any]) -> Any:
+    """The staged inserts appended in one commit, then apply_mirror of the rest; its MirrorResult."""
     from pipelines.engine import lake as L
     from pipelines.engine.lake.delta_sql import _read_staged, _txn
     from pipelines.engine.lake.mirror import _project
 
-    is_insert = pc.equal(part["_canal_op"], "INSERT")
-    d, m = _stage(root / "s-inserts", window, part.filter(is_insert))
     path = lake.mirror_path("bench", "t")
     struct = spark.read.format("delta").load(path).schema
+    d, m = inserts
     rows = _project(_read_staged(spark, str(d / m.tables[0].parts[0].file)), struct).drop("_canal_op")
     with _txn(spark, "bench-append", window, "bench:append"):
         rows.write.format("delta").mode("append").save(path)
-    d, m = _stage(root / "s-rest", window, part.filter(pc.invert(is_insert)))
+    d, m = rest
     return L.apply_mirror(spark, lake, d, m, m.tables[0])
 
 
-def run_variant(spark: Any, jvm: Jvm, root: Path, dv: bool, table_rows: int, window_rows: int,
-                windows: int, seed: int, split: bool = False) -> list[dict[str, float]]:
+def run_variant(spark: Any, jvm: Jvm, root: Path, label: str, dv: bool, split: bool, table_rows: int,
+                window_rows: int, windows: int, seed: int) -> list[dict[str, float]]:
     import numpy as np
 
     from pipelines.engine import lake as L
@@ -154,18 +160,22 @@ def run_variant(spark: Any, jvm: Jvm, root: Path, dv: bool, table_rows: int, win
                               np.arange(oldest, oldest + dele)])
         nxt, oldest = nxt + ins, oldest + dele
         part = _part(ids, ["INSERT"] * ins + ["UPDATE"] * upd + ["DELETE"] * dele, offset)
-        d, m = _stage(root / "s", 2 + w, part)
         offset += window_rows * 30 + 1000
-        t0, c0 = time.monotonic(), jvm.cpu()
-        res = _append_then_merge(spark, lake, root, 2 + w, part) if split else L.apply_mirror(spark, lake, d, m,
-                                                                                              m.tables[0])
+        if split:
+            inserts, rest = _split(root, 2 + w, part)
+            t0, c0 = time.monotonic(), jvm.cpu()
+            res = _append_then_merge(spark, lake, 2 + w, inserts, rest)
+        else:
+            d, m = _stage(root / "s", 2 + w, part)
+            t0, c0 = time.monotonic(), jvm.cpu()
+            res = L.apply_mirror(spark, lake, d, m, m.tables[0])
         wall, cpu = time.monotonic() - t0, jvm.cpu() - c0
         metrics = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()["operationMetrics"]
         if (res.inserted + (ins if split else 0), res.updated, res.deleted) != (ins, upd, dele):
             raise SystemExit(f"window {w}: applied +{res.inserted} ~{res.updated} -{res.deleted}, "
                              f"expected +{ins} ~{upd} -{dele}")
         out.append({"cpu": cpu, "wall": wall, "copied": int(metrics["numTargetRowsCopied"])})
-        print(f"  {('split' if split else 'merge') if dv else 'cow'} window {w}: cpu {cpu:5.1f} s  wall {wall:5.1f} s  "
+        print(f"  {label} window {w}: cpu {cpu:5.1f} s  wall {wall:5.1f} s  "
               f"rows copied {out[-1]['copied']:,}", flush=True)
     return out
 
@@ -199,14 +209,12 @@ def main() -> None:
         names = list(variants)
         print("warm-up (both variants, 200k rows, 50k changes)", flush=True)
         for name in names:
-            run_variant(spark, jvm, work / "warm", variants[name][0], 200_000, 50_000, 1, 0,
-                        split=variants[name][1])
+            run_variant(spark, jvm, work / "warm", name, *variants[name], 200_000, 50_000, 1, 0)
         results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
         for pair in range(args.pairs):
             for name in (names if pair % 2 == 0 else names[::-1]):   # alternate who goes first
-                dv, split = variants[name]
-                results[name] += run_variant(spark, jvm, work / name, dv, args.table_rows, args.window_rows,
-                                             args.windows, pair, split=split)
+                results[name] += run_variant(spark, jvm, work / name, name, *variants[name], args.table_rows,
+                                             args.window_rows, args.windows, pair)
         # same seeds, same changes: the last pair's mirrors must hold the same rows
         hashed = ("count(*) AS n", "sum(CAST(xxhash64(*) AS DECIMAL(38,0))) AS h")
         fp = {name: spark.read.format("delta").load(str(work / name / "lake/mirror/bench/t"))

@@ -140,10 +140,9 @@ def fail_orphaned_starting_runs(instance: Any, home: Path) -> list[str]:
     them waits. A STARTING run's worker has not reported its pid yet, so it is known to be gone only when no
     process of this host is left that could be it: no Python process but this one and its ancestors has
     ``DAGSTER_HOME`` = ``home`` in its environment (every process of the pipeline inherits it; a run worker is a
-    Python process the code server spawns). Otherwise nothing is failed and run
-    monitoring decides as before. Runs launched through a code server on another host are left alone. Returns the
-    ids of the runs failed (the sensor rolls their windows back and retries them: "run worker" is an
-    infrastructure fault)."""
+    Python process the code server spawns). Otherwise nothing is failed and run monitoring decides as before. Runs
+    launched through a code server on another host are left alone. Returns the ids of the runs failed (the sensor
+    rolls their windows back and retries them: "run worker" is an infrastructure fault)."""
     from dagster import DagsterRunStatus, RunsFilter
 
     runs = [r for r in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTING])) if _launched_here(r)]

@@ -147,7 +147,7 @@ def processes_with_env_path(name: str, path: Path, program: str = "") -> list[in
             found = Path(value) if os.path.isabs(value) else Path(os.readlink(entry / "cwd")) / value
         except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
             continue
-        except (PermissionError, OSError):
+        except OSError:  # unreadable (permissions, a process in an odd state): it may still use the path
             out.append(pid)
             continue
         if found.resolve() == want:

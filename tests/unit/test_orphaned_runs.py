@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,7 @@ def _run(instance: DagsterInstance, status: DagsterRunStatus, **tags: str) -> st
 def _holder(env_home: str, cwd: Path) -> subprocess.Popen[bytes]:
     """A process that could be a run worker of the instance: DAGSTER_HOME in its environment."""
     env = {**os.environ, "DAGSTER_HOME": env_home}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env, cwd=cwd)
-    return proc
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env, cwd=cwd)
 
 
 def _status(instance: DagsterInstance, run_id: str) -> DagsterRunStatus:
@@ -92,8 +92,6 @@ def test_starting_runs_are_failed_only_when_no_process_of_the_instance_is_left(
 
 def _wait_listed(home: Path, pid: int, program: str) -> list[int]:
     """The holders, once ``pid`` runs its program (between fork and exec it is still this interpreter)."""
-    import time
-
     deadline = time.monotonic() + 10
     found = processes_with_env_path("DAGSTER_HOME", home, program)
     while pid not in found and time.monotonic() < deadline:
@@ -102,7 +100,7 @@ def _wait_listed(home: Path, pid: int, program: str) -> list[int]:
     return found
 
 
-def test_this_process_and_its_ancestors_do_not_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_this_process_and_its_ancestors_do_not_count(tmp_path: Path) -> None:
     """The main job itself (and whatever started it, e.g. scripts/run.sh) carries DAGSTER_HOME too."""
     code = ("import sys; from pathlib import Path; from pipelines.engine.processes import processes_with_env_path; "
             "print(processes_with_env_path('DAGSTER_HOME', Path(sys.argv[1])))")
