@@ -200,12 +200,12 @@ def zk_chroot(zookeeper: str, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local Spark session with Delta, started offline from the jar cache, shared by the run (in Spark's
-    interpreted mode: tests/support/spark.py)."""
+    """One Spark session with Delta, started offline from the jar cache, shared by the run (in Spark's
+    interpreted mode; local[2] unless CANAL_TEST_SPARK_MASTER names a cluster: tests/support/spark.py)."""
     from pipelines.engine.sparkenv import spark_session_builder
-    from tests.support.spark import INTERPRETED
+    from tests.support.spark import INTERPRETED, suite_master
 
-    session = spark_session_builder("canal-core-tests", conf=INTERPRETED).getOrCreate()
+    session = spark_session_builder("canal-core-tests", master=suite_master(), conf=INTERPRETED).getOrCreate()
     try:
         yield session
     finally:

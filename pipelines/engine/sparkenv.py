@@ -97,6 +97,14 @@ def _default_warehouse() -> Path | None:
     return None
 
 
+def _loopback_master(master: str) -> bool:
+    """A standalone master on this machine (spark://127.0.0.1:7077, spark://localhost:7077)."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = [h.strip().rsplit(":", 1)[0] for h in master[len("spark://"):].split(",")]
+    return bool(hosts) and all(h in ("localhost", "[::1]") or h.startswith("127.") for h in hosts)
+
+
 def spark_settings(master: str = "local[2]", conf: dict[str, Any] | None = None) -> dict[str, str]:
     """The Spark settings of a Delta session (or Connect server) started offline from the jar cache.
 
@@ -118,8 +126,10 @@ def spark_settings(master: str = "local[2]", conf: dict[str, Any] | None = None)
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.log.level": "WARN",
     }
-    if master.startswith("local"):
-        # No hostname lookups / external interfaces: works on a machine without DNS or network.
+    if master.startswith("local") or _loopback_master(master):
+        # No hostname lookups / external interfaces: works on a machine without DNS or network. A cluster on this
+        # machine (scripts/spark-cluster.sh) reaches the driver on loopback too; a remote cluster needs
+        # spark.driver.host set to an address its executors can reach (spark.conf).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers (UDFs) run this interpreter, with this environment's packages, not the system python3
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

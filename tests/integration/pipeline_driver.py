@@ -26,6 +26,7 @@ from pipelines.engine.config import PipelineConfig, parse_config
 from pipelines.engine.sensor_state import SensorState
 from pipelines.engine.types import from_db, select_expr
 from tests.chaos.binlog_truth import canal_decimal_text
+from tests.support.spark import suite_master
 
 
 def write_conf(root: Path, settings: Any, destination: str, regex: str) -> Path:
@@ -56,6 +57,7 @@ def config_data(root: Path, settings: Any, destination: str, regex: str, **overr
         "window": {"max_rows": 5000, "max_wait_seconds": 1},
         # reconciliation inside window runs is switched on by the tests about it (it costs a Spark job per run)
         "sensor": {"backoff_seconds": 0, "backoff_max_seconds": 0, "reconcile_interval_seconds": 0},
+        "spark": {"master": suite_master()},
     }
     for k, v in overrides.items():
         data.setdefault(k, {}).update(v) if isinstance(v, dict) else data.__setitem__(k, v)

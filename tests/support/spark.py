@@ -25,6 +25,7 @@ time. Neither changes what Spark computes; production JVMs keep the JVM's defaul
 
 from __future__ import annotations
 
+import os
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -37,6 +38,14 @@ INTERPRETED = {
 
 
 JVM_OPTIONS = "-XX:+UseSerialGC -XX:CompileThresholdScaling=4"
+
+# The master of the suite's `spark` session and of the test pipelines' config (pipeline_driver.config_data):
+# local[2] unless this names another, e.g. the standalone cluster of tests/integration/test_spark_cluster.py.
+MASTER_ENV = "CANAL_TEST_SPARK_MASTER"
+
+
+def suite_master() -> str:
+    return os.environ.get(MASTER_ENV) or "local[2]"
 
 
 def add_jvm_options(environ: MutableMapping[str, str]) -> None:
