@@ -3,7 +3,9 @@
 # pyspark's own `spark-class` (no Spark download). Window runs then drive executors on the workers, as on a
 # real cluster: the executors, not the run's driver, read the staged windows and write the Delta tables.
 #
-#   scripts/spark-cluster.sh start     # idempotent; waits until every worker has registered with the master
+#   scripts/spark-cluster.sh start     # idempotent; waits until every worker has registered with the master;
+#                                      # starts again a worker or master that died (the master recovers its
+#                                      # workers and applications from recovery/: FILESYSTEM recovery mode)
 #   scripts/spark-cluster.sh stop      # workers, then the master (SIGTERM, SIGKILL after the stop timeout)
 #   scripts/spark-cluster.sh status    # exit 0 when the master answers with every worker ALIVE
 #   scripts/spark-cluster.sh url       # spark://127.0.0.1:PORT: put it in conf/pipeline.yaml as spark.master
@@ -19,8 +21,9 @@
 #   CANAL_SPARK_WORKER_CORES         cores each worker offers (this machine's processors)
 #   CANAL_SPARK_WORKER_MEMORY        memory each worker offers to executors (2g; an executor takes 1g by default)
 #   CANAL_SPARK_CLUSTER_APP_CORES    cores one application takes when it does not say (spark.deploy.defaultCores;
-#                                    default: half the cluster's, at least 1), so a reconcile run beside a window
-#                                    run gets executors instead of waiting for the window's application to end
+#                                    default: all). The main job's Connect server is the one application by
+#                                    default; with `--spark per-run` each run is one, and half the cores lets a
+#                                    reconcile run get executors beside a window run instead of waiting for it
 #
 # The ports in use are recorded in the state directory; later starts keep them.
 set -euo pipefail
@@ -86,13 +89,15 @@ pick_port() {
     fi
 }
 
-# How many workers the master's JSON status lists as ALIVE (its web UI on port $1); empty when it does not answer.
+# How many workers the master's JSON status lists as ALIVE (its web UI on port $1); 0 while the master itself is not
+# ALIVE (RECOVERING after a restart), empty when it does not answer.
 alive_workers() {
     timeout 10 "$PY" - "$1" <<'EOF' 2>/dev/null || true
 import json, sys, urllib.request
 with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/json/", timeout=5) as r:
     status = json.load(r)
-print(sum(1 for w in status.get("workers", []) if w.get("state") == "ALIVE"))
+alive = sum(1 for w in status.get("workers", []) if w.get("state") == "ALIVE")
+print(alive if status.get("status") == "ALIVE" else 0)
 EOF
 }
 
@@ -130,9 +135,9 @@ launch() {
 }
 
 do_start() {
-    local pid port ui total app_cores i
+    local pid port ui i
     SPARK_HOME="$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
-    mkdir -p "$DIR/work" "$DIR/local"
+    mkdir -p "$DIR/work" "$DIR/local" "$DIR/recovery"
     pid="$(role_pid master)"
     port="$(recorded "$PORTFILE")"
     ui="$(recorded "$UIFILE")"
@@ -141,12 +146,13 @@ do_start() {
         if [[ -z "$ui" ]] || port_busy "$ui"; then ui="$(pick_port CANAL_SPARK_CLUSTER_UI_PORT 8080)"; fi
         printf '%s\n' "$port" >"$PORTFILE"
         printf '%s\n' "$ui" >"$UIFILE"
-        total=$((WORKERS * CORES))
-        app_cores="${CANAL_SPARK_CLUSTER_APP_CORES:-$(( total / 2 > 0 ? total / 2 : 1 ))}"
         {
             echo "spark.master.rest.enabled false"
-            echo "spark.deploy.defaultCores $app_cores"
+            [[ -z "${CANAL_SPARK_CLUSTER_APP_CORES:-}" ]] || echo "spark.deploy.defaultCores $CANAL_SPARK_CLUSTER_APP_CORES"
             echo "spark.worker.cleanup.enabled true"
+            # a master started again (start after it died) recovers its workers and running applications from here
+            echo "spark.deploy.recoveryMode FILESYSTEM"
+            echo "spark.deploy.recoveryDirectory $DIR/recovery"
             echo "spark.ui.showConsoleProgress false"
         } >"$DIR/cluster.properties"
         log "starting the master on 127.0.0.1:$port (web UI 127.0.0.1:$ui, log: $DIR/master.log)"
@@ -186,6 +192,9 @@ do_stop() {
         [[ -z "$(role_pid "$role")" ]] || any=1
         stop_role "$role"
     done
+    # stopped on purpose: nothing to recover at the next start (a stale record would hold the new master in
+    # RECOVERING until the worker timeout)
+    rm -rf "${DIR:?}/recovery"
     if [[ -n "$any" ]]; then log "stopped"; else log "not running"; fi
 }
 

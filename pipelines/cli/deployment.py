@@ -6,10 +6,11 @@ supervised (pipelines/cli/supervisor.py).
 * ``webserver`` (the UI) and ``daemon`` (sensor ticks, the run queue, run monitoring): pointed at the code server by
   a generated workspace file with one ``grpc_server`` entry, named as workspace.yaml's ``python_module`` entry is
   (``pipelines.definitions``), so the sensor's state and the runs' history carry over between the two.
-* ``spark``: a Spark Connect server (local master, Delta from the jar cache) that every run attaches to, so a run
-  starts no JVM of its own and the server's JIT stays warm across windows. The code server, the daemon and their
-  run workers get its URL as CANAL_PIPELINE_SPARK_REMOTE. Left out when the pipeline config names a Spark
-  Connect server (spark.remote) or a cluster master, or with ``--spark per-run`` (a JVM per run, in the worker).
+* ``spark``: a Spark Connect server (the config's master, Delta from the jar cache) that every run attaches to, so a
+  run starts no JVM of its own and the server's JIT stays warm across windows; with a cluster master it is the
+  cluster's application, whose executors stay up between windows. The code server, the daemon and their run
+  workers get its URL as CANAL_PIPELINE_SPARK_REMOTE. Left out when the pipeline config names a Spark Connect
+  server (spark.remote), or with ``--spark per-run`` (a JVM per run, in the worker).
 * ``workload``: the demo workload (pipelines/cli/demo.py); its lines (source outages) are shown on the terminal.
 
 Why not ``dagster dev``: its code server is a proxy that spawns the real one and never restarts it, so after a

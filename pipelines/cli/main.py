@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the pipeline only: no demo schema, no demo workload (another writer feeds the source)")
     ap.add_argument("--spark", choices=("server", "per-run"), default="server",
                     help="server (default): runs attach to a Spark Connect server this job starts and supervises "
-                         "(unless the config names spark.remote or a cluster master); per-run: each run starts its "
-                         "own Spark JVM")
+                         "(unless the config names spark.remote), with the config's spark.master (local or a cluster); "
+                         "per-run: each run starts its own Spark JVM (with a cluster master: its own application)")
     args = ap.parse_args(argv)
     if args.no_demo and args.headless:
         ap.error("--headless compares the demo tables: it cannot run with --no-demo")
@@ -289,9 +289,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def spark_server_for(cfg: PipelineConfig, mode: str) -> deployment.SparkServer | None:
-    """The Connect server this job supervises: by default, unless the config already names one (spark.remote) or a
-    cluster master (whose executors a local server would not use), or ``--spark per-run``."""
-    if mode == "per-run" or cfg.spark.remote or not cfg.spark.master.startswith("local"):
+    """The Connect server this job supervises: by default, unless the config already names one (spark.remote) or
+    ``--spark per-run``. With a cluster master (spark://...) the server is the cluster's one long-lived application:
+    its driver here, its executors on the workers, kept between windows instead of started for every run."""
+    if mode == "per-run" or cfg.spark.remote:
         return None
     # one JVM serves every run (a window, a snapshot and a backfill may overlap): twice a run's own default
     memory = os.environ.get("CANAL_SPARK_DRIVER_MEMORY") or SERVER_MEMORY

@@ -17,7 +17,6 @@ LONGEST_FIRST: dict[str, int] = {
     "tests/integration/test_pipeline_e2e.py": 232,
     "tests/integration/test_run_command.py": 144,
     "tests/integration/test_run_launcher.py": 109,
-    "tests/integration/test_spark_cluster.py": 110,
     "tests/integration/test_main_job.py": 108,
     "tests/integration/test_pipeline_keyless.py": 104,
     "tests/integration/test_ui_source_failure.py": 99,

@@ -80,10 +80,17 @@ def test_the_main_job_supervises_a_spark_server_by_default(tmp_path: Path, monke
 @pytest.mark.parametrize(("spark", "mode"), [
     ("{master: 'local[2]'}", "per-run"),                          # asked for
     ("{master: 'local[2]', remote: 'sc://10.0.0.5:15002'}", "server"),  # a server of the user's own
-    ("{master: 'spark://10.0.0.5:7077'}", "server"),              # a cluster: each run is its driver
+    ("{master: 'spark://10.0.0.5:7077'}", "per-run"),             # a cluster, each run its own application
 ])
 def test_no_spark_server_when_the_runs_have_their_spark(tmp_path: Path, spark: str, mode: str) -> None:
     assert spark_server_for(_cfg(tmp_path, spark), mode) is None
+
+
+def test_with_a_cluster_master_the_spark_server_is_the_clusters_application(tmp_path: Path) -> None:
+    server = spark_server_for(_cfg(tmp_path, "{master: 'spark://10.0.0.5:7077', conf: {spark.cores.max: '4'}}"),
+                              "server")
+    assert server is not None and server.master == "spark://10.0.0.5:7077"
+    assert server.conf["spark.cores.max"] == "4"
 
 
 def test_the_spark_server_is_a_supervised_service_the_daemon_waits_for(tmp_path: Path) -> None:
