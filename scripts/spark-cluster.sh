@@ -25,7 +25,8 @@
 #                                    default; with `--spark per-run` each run is one, and half the cores lets a
 #                                    reconcile run get executors beside a window run instead of waiting for it
 #
-# The ports in use are recorded in the state directory; later starts keep them.
+# The ports in use are recorded in the state directory; later starts keep them (the master's port taken by another
+# process is then an error, never a move: everything configured with it would lose the cluster).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -142,7 +143,15 @@ do_start() {
     port="$(recorded "$PORTFILE")"
     ui="$(recorded "$UIFILE")"
     if [[ -z "$pid" ]]; then
-        if [[ -z "$port" ]] || port_busy "$port"; then port="$(pick_port CANAL_SPARK_CLUSTER_PORT 7077)"; fi
+        if [[ -n "$port" && -z "${CANAL_SPARK_CLUSTER_PORT:-}" ]] && port_busy "$port"; then
+            # workers, executors and spark.master in the pipeline's config all name this port: never move silently
+            log "port $port of this cluster (from $PORTFILE) is taken by another process: stop that process, or"
+            log "move the cluster explicitly with CANAL_SPARK_CLUSTER_PORT=<free port> (and update spark.master)"
+            exit 1
+        fi
+        if [[ -z "$port" || -n "${CANAL_SPARK_CLUSTER_PORT:-}" ]]; then
+            port="$(pick_port CANAL_SPARK_CLUSTER_PORT 7077)"
+        fi
         if [[ -z "$ui" ]] || port_busy "$ui"; then ui="$(pick_port CANAL_SPARK_CLUSTER_UI_PORT 8080)"; fi
         printf '%s\n' "$port" >"$PORTFILE"
         printf '%s\n' "$ui" >"$UIFILE"

@@ -114,3 +114,21 @@ def test_the_e2e_pipeline_on_the_cluster(cluster: Cluster, mariadb_settings: obj
     # left unacked and retried once, the backfill by time beside the live cursor
     r = _pytest_on(cluster, "tests/integration/test_pipeline_e2e.py", timeout=1700)
     assert r.returncode == 0 and "3 passed" in r.stdout, r.stdout[-4000:] + r.stderr[-4000:]
+
+
+def test_a_cluster_never_moves_off_its_recorded_port(tmp_path: Path) -> None:
+    """Workers, executors and spark.master name the master's port: taken by another process at a start, it is an
+    error that says what to do, and nothing is started."""
+    import socket
+
+    from tests.support.spark_cluster import SCRIPT
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        (tmp_path / "port").write_text(f"{port}\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CANAL_SPARK_CLUSTER_")}
+        r = subprocess.run([SCRIPT, "start"], env={**env, "CANAL_SPARK_CLUSTER_DIR": str(tmp_path)},
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and f"port {port} of this cluster" in r.stderr, r
+    assert "CANAL_SPARK_CLUSTER_PORT=<free port>" in r.stderr
+    assert not list(tmp_path.glob("*.pid")), list(tmp_path.iterdir())
