@@ -70,26 +70,6 @@ role_pid() {
 }
 server_pid() { role_pid master; }
 
-free_port() {
-    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# pick_port VAR DEFAULT: $VAR when set (it must be free), else DEFAULT when free, else any free port
-pick_port() {
-    local pinned="${!1:-}"
-    if [[ -n "$pinned" ]]; then
-        if port_busy "$pinned"; then
-            log "port $pinned ($1) is taken by another process"
-            exit 1
-        fi
-        echo "$pinned"
-    elif ! port_busy "$2"; then
-        echo "$2"
-    else
-        free_port
-    fi
-}
-
 # How many workers the master's JSON status lists as ALIVE (its web UI on port $1); 0 while the master itself is not
 # ALIVE (RECOVERING after a restart), empty when it does not answer.
 alive_workers() {

@@ -55,25 +55,6 @@ server_pid() {
     fi
 }
 
-
-free_port() {
-    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-pick_port() {
-    if [[ -n "${CANAL_SPARK_CONNECT_PORT:-}" ]]; then
-        if port_busy "$CANAL_SPARK_CONNECT_PORT"; then
-            log "port $CANAL_SPARK_CONNECT_PORT (CANAL_SPARK_CONNECT_PORT) is taken by another process"
-            exit 1
-        fi
-        echo "$CANAL_SPARK_CONNECT_PORT"
-    elif ! port_busy "$DEFAULT_PORT"; then
-        echo "$DEFAULT_PORT"
-    else
-        free_port
-    fi
-}
-
 # A real session round trip (gRPC handshake, session, a query through the Delta-extended session), not just
 # an open port: the port opens before the server can serve.
 session_ok() {
@@ -118,7 +99,7 @@ do_start() {
     else
         fresh=1
         mkdir -p "$DIR"
-        port="$(pick_port)"
+        port="$(pick_port CANAL_SPARK_CONNECT_PORT "$DEFAULT_PORT")"
         local -a argv=()
         local -a extra=()
         while [[ $# -gt 0 ]]; do

@@ -1,10 +1,32 @@
 # Shared by scripts/mariadb.sh, scripts/zookeeper.sh and scripts/spark-connect.sh (sourced, not run).
-# The sourcing script defines log(); PORT for choose_port, STOP_TIMEOUT for await_exit, START_TIMEOUT for
+# The sourcing script defines log(); PY for free_port and pick_port; PORT for choose_port, STOP_TIMEOUT for await_exit, START_TIMEOUT for
 # await_start; PIDFILE for find_server, await_start, stop_server and server_status (the last two also call its
 # server_pid()).
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port: a TCP port free on 127.0.0.1 right now (the OS picks it); needs $PY.
+free_port() {
+    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# pick_port VAR DEFAULT: the port named by the variable VAR when set (it must be free: else exit 1), else DEFAULT
+# when free, else any free port.
+pick_port() {
+    local pinned="${!1:-}"
+    if [[ -n "$pinned" ]]; then
+        if port_busy "$pinned"; then
+            log "port $pinned ($1) is taken by another process"
+            exit 1
+        fi
+        echo "$pinned"
+    elif ! port_busy "$2"; then
+        echo "$2"
+    else
+        free_port
+    fi
+}
 
 # choose_port PREFIX CONFIG WHAT [KEPT]: keep $PORT when it is free. KEPT=1 means $PORT is the instance's own (from
 # CONFIG, written by an earlier start): every process configured with it expects it there, so a busy port is an
