@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--end", default="", help="period end, exclusive (default: now)")
     ap.add_argument("--table", action="append", default=[], metavar="SCHEMA.TABLE",
                     help="a table to backfill (repeatable; default: every mirrored table)")
+    ap.add_argument("--destination", default="",
+                    help="the destination to backfill, when conf/pipeline.yaml lists several (destinations:)")
     args = ap.parse_args(argv)
 
     from ..defs.assets.backfill import parse_time
@@ -38,11 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(REPO_ROOT)
     from dagster import DagsterInstance
 
-    from ..defs.assets.keys import BACKFILL_JOB
-    from ..defs.definitions import defs
+    from ..defs.assets.keys import keys_for
+    from ..defs.definitions import config, defs
 
-    job = defs.resolve_job_def(BACKFILL_JOB)
-    run_config = {"ops": {"backfill_period": {"config": {
+    chosen = [c for c in config.per_destination() if args.destination in ("", c.destination)]
+    if not chosen or (len(chosen) > 1 and not args.destination):
+        ap.error(f"--destination: one of {', '.join(c.destination for c in config.per_destination())}")
+    keys = keys_for(chosen[0])
+    job = defs.resolve_job_def(keys.backfill_job)
+    run_config = {"ops": {keys.backfill_op: {"config": {
         "start_time": args.start, "end_time": args.end, "tables": args.table}}}}
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(run_config=run_config, instance=instance, raise_on_error=False,

@@ -99,16 +99,18 @@ def reset_state(cfg: PipelineConfig, dagster_home: Path) -> None:
         _say(f"--reset: {dagster_home}/dagster.yaml names no local storage directory: its runs and sensor state stay")
     home = dagster_home.resolve()
     storage = [d for d in storage if not home.is_relative_to(d.resolve())]  # never the instance's own settings
-    for p in (Path(root.removeprefix("file:")), cfg.staging_root, cfg.state_dir, *storage):
+    for p in storage:
         shutil.rmtree(p, ignore_errors=True)
-    inst = cfg.instance_config()
-    data_dir = Path(inst.data_dir)
-    for name in ("meta.dat", "parse.dat", "history", "group-positions.json"):
-        p = data_dir / name
-        if p.is_dir():
+    for one in cfg.per_destination():
+        for p in (Path(one.lake_root.removeprefix("file:")), one.staging_root / one.destination, one.state_dir):
             shutil.rmtree(p, ignore_errors=True)
-        elif p.exists():
-            p.unlink()
+        data_dir = Path(one.instance_config().data_dir)
+        for name in ("meta.dat", "parse.dat", "history", "group-positions.json"):
+            p = data_dir / name
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.exists():
+                p.unlink()
 
 
 def _prepare_dagster_instance(home: Path) -> list[str]:

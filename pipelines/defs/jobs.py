@@ -29,16 +29,7 @@ from pydantic import Field
 
 from ..engine.config import PipelineConfig
 from .assets.cdc import CdcAssets
-from .assets.keys import (
-    BACKFILL_JOB,
-    CHANGELOG,
-    MAINTENANCE_JOB,
-    RECONCILE_JOB,
-    SNAPSHOT_JOB,
-    WINDOW_JOB,
-    reconcile_check_key,
-    split_table,
-)
+from .assets.keys import keys_for, split_table
 from .dagster_compat import UnresolvedAssetJobDefinition
 from .pools import check_writer_slot, writer_pool
 from .resources import LakeResource, SparkResource
@@ -72,23 +63,24 @@ class Jobs:
 
 
 def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) -> Jobs:
+    keys = keys_for(settings)
     mirrors = AssetSelection.assets(*cdc.mirrors.values())
     window = define_asset_job(
-        WINDOW_JOB, selection=AssetSelection.assets(CHANGELOG) | mirrors, executor_def=in_process_executor,
+        keys.window_job, selection=AssetSelection.assets(keys.changelog) | mirrors, executor_def=in_process_executor,
         description="Applies one staged binlog window to the changelog and the mirrors (launched by the sensor).")
     snapshot = define_asset_job(
-        SNAPSHOT_JOB, selection=mirrors.without_checks(), executor_def=in_process_executor,
+        keys.snapshot_job, selection=mirrors.without_checks(), executor_def=in_process_executor,
         description="Initial load of mirrors from a consistent snapshot with a known binlog position.")
     # checks only: it reads the source and the mirrors and writes nothing, so it needs no writer slot
     reconcile = define_asset_job(
-        RECONCILE_JOB, selection=AssetSelection.checks(*(reconcile_check_key(t) for t in tables)),
+        keys.reconcile_job, selection=AssetSelection.checks(*(keys.reconcile_check(t) for t in tables)),
         executor_def=in_process_executor,
         description="Reconcile checks of mirrors (launched by the sensor beside the windows, for the mirrors checked "
                     "longest ago): source and mirror compared at one binlog position.")
 
     pool = writer_pool(settings.destination)
 
-    @op(name="backfill_period", pool=pool, description="Replay the period from the binlog, replace it in the "
+    @op(name=keys.backfill_op, pool=pool, description="Replay the period from the binlog, replace it in the "
         "changelog, re-merge the mirrors (one writer at a time per destination: pool canal/<destination>).")
     def backfill_period(context: OpExecutionContext, config: BackfillConfig, spark: SparkResource,
                         lake: LakeResource) -> None:
@@ -102,19 +94,19 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
                          f"{summary['rows_replaced']} changelog rows replaced up to "
                          f"{summary['changelog_applied_end']}")
 
-    @job(name=BACKFILL_JOB, executor_def=in_process_executor,
+    @job(name=keys.backfill_job, executor_def=in_process_executor,
          description="Backfill by time (Launchpad: start_time, optional end_time, tables) through a separate "
                      "binlog client; the live cursor is untouched.")
     def backfill() -> None:
         backfill_period()
 
-    @op(name="optimize_and_vacuum", pool=pool)
+    @op(name=keys.maintenance_op, pool=pool)
     def optimize_and_vacuum(context: OpExecutionContext, config: MaintenanceConfig, spark: SparkResource,
                             lake: LakeResource) -> None:
         from ..engine import lake as L
 
         check_writer_slot(context)
-        session, lk = spark.session(), lake.lake()
+        session, lk = spark.session(), lake.lake(settings.lake_subdir)
         paths = [str(lk.changelog_path())] + [str(lk.mirror_path(*split_table(t))) for t in tables]
         for path in paths:
             if not L.is_delta_table(session, path):
@@ -123,8 +115,8 @@ def build_jobs(settings: PipelineConfig, tables: Sequence[str], cdc: CdcAssets) 
             vacuumed = L.vacuum(session, path, config.vacuum_retention_hours)
             context.log.info(f"{path}: OPTIMIZE {optimized}; VACUUM {vacuumed}")
 
-    @job(name=MAINTENANCE_JOB, executor_def=in_process_executor,
-         config={"ops": {"optimize_and_vacuum": {"config": {
+    @job(name=keys.maintenance_job, executor_def=in_process_executor,
+         config={"ops": {keys.maintenance_op: {"config": {
              "vacuum_retention_hours": settings.maintenance.vacuum_retention_hours,
              "optimize": settings.maintenance.optimize}}}},
          description="Delta maintenance: OPTIMIZE (compaction) and VACUUM with the configured retention.")

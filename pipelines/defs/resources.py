@@ -104,10 +104,12 @@ class LakeResource(ConfigurableResource):
     root: str
     deletion_vectors: bool = Field(default=True, description="new mirrors get Delta deletion vectors")
 
-    def lake(self) -> Lake:
+    def lake(self, subdir: str = "") -> Lake:
+        """The lake at ``root``, or at ``root``/``subdir``: a destination's own when several share the code
+        location (PipelineConfig.lake_subdir), so one resource serves them all."""
         from ..engine.lake import Lake
 
-        return Lake(self.root, self.deletion_vectors)
+        return Lake(f"{self.root.rstrip('/')}/{subdir}" if subdir else self.root, self.deletion_vectors)
 
 
 class CanalWindowResource(ConfigurableResource):
@@ -127,6 +129,6 @@ def resources_for(config: PipelineConfig) -> dict[str, Any]:
     return {
         "spark": SparkResource(master=config.spark.master, app_name=config.spark.app_name,
                                conf=dict(config.spark.conf), remote=config.spark.remote),
-        "lake": LakeResource(root=config.lake_root, deletion_vectors=config.lake.deletion_vectors),
+        "lake": LakeResource(root=config.lake.root, deletion_vectors=config.lake.deletion_vectors),
         "canal_window": CanalWindowResource(),
     }

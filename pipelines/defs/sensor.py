@@ -41,7 +41,7 @@ from ..engine.config import PipelineConfig
 from ..engine.registry import registry_for, snapshot_data_dir, window_dir
 from ..engine.source import CanalSource, FetchedWindow, SourceUnavailable
 from ..engine.window import WindowManifest, format_position
-from .assets.keys import CHANGELOG, RECONCILE_JOB, SNAPSHOT_JOB, WINDOW_JOB, mirror_key, reconcile_check_key
+from .assets.keys import keys_for, sensor_name
 from .dagster_compat import RUN_KEY_TAG, user_error
 from .launcher import max_runtime_tags
 
@@ -191,7 +191,7 @@ class CanalSensor:
 
     @property
     def name(self) -> str:
-        return f"canal_{self.config.destination}"
+        return sensor_name(self.config)
 
     @property
     def rules(self) -> S.Rules:
@@ -397,22 +397,23 @@ class _Evaluation:
 
     def _request(self, a: S.Launch) -> RunRequest:
         cfg = self.config
+        keys = keys_for(cfg)
         window, attempt = a.run_key.rsplit(":", 2)[-2:]
         tags = {TAG_DESTINATION: cfg.destination, TAG_KIND: a.kind if a.kind in _NUMBER_TAG else "window",
                 **max_runtime_tags(cfg.sensor.max_run_seconds),
                 **{k: v[:_MAX_TAG] for k, v in a.tags.items()}}
         if a.kind == "reconcile":  # checks only, no asset: an empty selection, not None (that is the whole job)
-            return RunRequest(run_key=a.run_key, job_name=RECONCILE_JOB, asset_selection=[],
-                              asset_check_keys=[reconcile_check_key(t) for t in a.checks], tags=tags)
+            return RunRequest(run_key=a.run_key, job_name=keys.reconcile_job, asset_selection=[],
+                              asset_check_keys=[keys.reconcile_check(t) for t in a.checks], tags=tags)
         if a.kind == "snapshot":
             tags[TAG_ATTEMPT] = attempt
-            return RunRequest(run_key=a.run_key, job_name=SNAPSHOT_JOB,
-                              asset_selection=[mirror_key(t) for t in a.tables], asset_check_keys=[], tags=tags)
+            return RunRequest(run_key=a.run_key, job_name=keys.snapshot_job,
+                              asset_selection=[keys.mirror(t) for t in a.tables], asset_check_keys=[], tags=tags)
         tags[TAG_WINDOW], tags[TAG_ATTEMPT] = window, attempt
-        assets: list[AssetKey] = ([CHANGELOG] if a.changelog else []) + [mirror_key(t) for t in a.tables]
+        assets: list[AssetKey] = ([keys.changelog] if a.changelog else []) + [keys.mirror(t) for t in a.tables]
         conf: dict[str, Any] = {"path": a.path, "catch_up": dict(a.catch_up)}
         if a.catch_up_end:
             conf["catch_up_end"] = a.catch_up_end
         # no check: the reconcile checks run in canal_reconcile runs of their own
-        return RunRequest(run_key=a.run_key, job_name=WINDOW_JOB, asset_selection=assets, asset_check_keys=[],
+        return RunRequest(run_key=a.run_key, job_name=keys.window_job, asset_selection=assets, asset_check_keys=[],
                           run_config={"resources": {"canal_window": {"config": conf}}}, tags=tags)

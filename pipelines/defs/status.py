@@ -28,7 +28,7 @@ from dagster import AssetCheckEvaluation, AssetCheckSeverity, AssetMaterializati
 
 from ..engine.config import PipelineConfig, conf_stamp
 from ..engine.sensor_state import Phase, SensorState, Tick
-from .assets.keys import LAG_CHECK, mirror_key
+from .assets.keys import LAG_CHECK, keys_for, sensor_name
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def verdict(state: SensorState, tick: Tick, warn_seconds: float, fail_seconds: f
     return Verdict(True, "", f"{lag_text}; every change up to {through or 'the start'} is applied", lag, through, "")
 
 
-def _evaluation(table: str, v: Verdict, pending: bool) -> AssetCheckEvaluation:
+def _evaluation(config: PipelineConfig, table: str, v: Verdict, pending: bool) -> AssetCheckEvaluation:
     desc = v.description
     passed = v.passed
     if pending:
@@ -118,7 +118,7 @@ def _evaluation(table: str, v: Verdict, pending: bool) -> AssetCheckEvaluation:
     if v.problem:
         meta["problem"] = MetadataValue.text(v.problem)
     return AssetCheckEvaluation(
-        asset_key=mirror_key(table), check_name=LAG_CHECK, passed=passed,
+        asset_key=keys_for(config).mirror(table), check_name=LAG_CHECK, passed=passed,
         severity=AssetCheckSeverity.ERROR if v.severity == "ERROR" else AssetCheckSeverity.WARN,
         description=f"{table}: {desc}", metadata=meta)
 
@@ -166,7 +166,7 @@ def report(instance: DagsterInstance, config: PipelineConfig, tables: list[str],
             key = f"{v.key}:{t in pending}"
             last_key, last_at = (reported.get(t) or ["", 0.0])[:2]
             if key != last_key or now - float(last_at) >= REPORT_EVERY_SECONDS:
-                instance.report_runless_asset_event(_evaluation(t, v, t in pending))
+                instance.report_runless_asset_event(_evaluation(config, t, v, t in pending))
                 reported[t] = [key, now]
         data["reported"] = {t: reported[t] for t in tables if t in reported}
         if (state.caught_up_at == now and tick.source.ok and state.phase == Phase.IDLE
@@ -187,7 +187,7 @@ def _mark_current(instance: DagsterInstance, config: PipelineConfig, tables: lis
     if not state.applied_position:
         return
     for t in tables:
-        key = mirror_key(t)
+        key = keys_for(config).mirror(t)
         last = instance.get_latest_materialization_event(key)
         if last is None:
             continue  # never written (no snapshot yet): nothing to call current
@@ -208,13 +208,14 @@ def lag_check_result(config: PipelineConfig, table: str, now: float | None = Non
     now = time.time() if now is None else now
     if not data:
         return AssetCheckEvaluation(
-            asset_key=mirror_key(table), check_name=LAG_CHECK, passed=False, severity=AssetCheckSeverity.WARN,
-            description=f"{table}: the canal_{config.destination} sensor has not evaluated yet (is it running?)",
+            asset_key=keys_for(config).mirror(table), check_name=LAG_CHECK, passed=False,
+            severity=AssetCheckSeverity.WARN,
+            description=f"{table}: the {sensor_name(config)} sensor has not evaluated yet (is it running?)",
             metadata={})
     v = Verdict(**data["verdict"])
     age = now - float(data.get("at", 0.0))
     if age > max(300.0, 10 * config.sensor.interval_seconds):
-        v = Verdict(False, "ERROR", f"the canal_{config.destination} sensor last evaluated {age:.0f} s ago (is the "
+        v = Verdict(False, "ERROR", f"the {sensor_name(config)} sensor last evaluated {age:.0f} s ago (is the "
                     f"daemon running, the sensor on?); then: {v.description}", v.lag_seconds, v.current_through,
                     "sensor not evaluating")
-    return _evaluation(table, v, table in set(data.get("pending", [])))
+    return _evaluation(config, table, v, table in set(data.get("pending", [])))

@@ -7,9 +7,13 @@ key. Relative paths resolve against ``base_dir`` (default: the directory above t
 is the Canal destination's own ``instance.properties`` (master address, user, password, filter regex),
 read with ``canal_core.instance.config``.
 
+Several destinations in one code location: ``destinations: [primary, secondary]`` instead of ``destination``.
+Each gets its own sensor, jobs, assets (keys prefixed by the destination), pool, staging, state and lake
+directory (``<lake.root>/<destination>``); ``per_destination()`` gives one PipelineConfig per destination.
+
 Environment overrides (tests, containers), applied after the file:
   CANAL_PIPELINE_CONF          the YAML file
-  CANAL_PIPELINE_DESTINATION   destination
+  CANAL_PIPELINE_DESTINATION   destination (one: replaces destinations)
   CANAL_PIPELINE_CANAL_CONF    canal.conf_dir
   CANAL_PIPELINE_STAGING       paths.staging
   CANAL_PIPELINE_STATE         paths.state
@@ -138,6 +142,11 @@ class PipelineConfig:
     file: Path | None = None
     base_dir: Path = REPO_ROOT
     destination: str = "example"
+    # destinations: [a, b] (several in one code location): all of them, and the namespace the destination's Dagster
+    # names, asset keys and lake directory carry. Such a config is its first destination; per_destination() gives
+    # each. () and "": the one destination, plain names.
+    destinations: tuple[str, ...] = ()
+    namespace: str = ""
     timezone: str = "UTC"
     canal: CanalSettings = field(default_factory=CanalSettings)
     window: WindowSettings = field(default_factory=WindowSettings)
@@ -162,7 +171,18 @@ class PipelineConfig:
 
     @property
     def lake_root(self) -> str:
-        return self.lake.root
+        """This destination's lake: lake.root, or <lake.root>/<destination> when several share the root."""
+        return f"{self.lake.root.rstrip('/')}/{self.lake_subdir}" if self.lake_subdir else self.lake.root
+
+    @property
+    def lake_subdir(self) -> str:
+        return self.destination if self.namespace else ""
+
+    def per_destination(self) -> list[PipelineConfig]:
+        """One config per destination (itself when one destination is configured)."""
+        if not self.destinations:
+            return [self]
+        return [replace(self, destination=d, namespace=dagster_name(d)) for d in self.destinations]
 
     # --- the Canal destination -------------------------------------------------------------------------
 
@@ -221,6 +241,11 @@ _SECTIONS: dict[str, type] = {
 }
 _URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _DESTINATION = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def dagster_name(destination: str) -> str:
+    """A destination name as Dagster accepts in job, sensor and asset names (letters, digits, _)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", destination)
 
 
 def _coerce(value: Any, default: Any, file: Path | str, key: str) -> Any:
@@ -288,10 +313,12 @@ def parse_config(data: Mapping[str, Any] | None, file: Path | str = "<dict>", *,
                  env: Mapping[str, str] | None = None) -> PipelineConfig:
     """Build and validate a PipelineConfig from parsed YAML (``env``: the override variables to apply)."""
     raw: dict[str, Any] = dict(data or {})
+    if env and env.get("CANAL_PIPELINE_DESTINATION"):
+        raw.pop("destinations", None)   # the environment names the one destination to run
     for var, dotted in _ENV_OVERRIDES.items():
         if env and env.get(var):
             _set_dotted(raw, dotted, env[var])
-    top = {"base_dir", "destination", "timezone", *_SECTIONS}
+    top = {"base_dir", "destination", "destinations", "timezone", *_SECTIONS}
     unknown = sorted(set(raw) - top)
     if unknown:
         raise PipelineConfigError(file, unknown[0], f"unknown key (known: {', '.join(sorted(top))})")
@@ -304,13 +331,37 @@ def parse_config(data: Mapping[str, Any] | None, file: Path | str = "<dict>", *,
         base = base_dir or REPO_ROOT
     base = base.resolve()
 
+    destinations = _destinations(raw, file)
     cfg = PipelineConfig(
         file=Path(file) if file != "<dict>" else None, base_dir=base,
-        destination=_coerce(raw.get("destination", "example"), "", file, "destination"),
+        destination=destinations[0] if destinations else _coerce(raw.get("destination", "example"), "", file,
+                                                                 "destination"),
+        destinations=destinations, namespace=dagster_name(destinations[0]) if destinations else "",
         timezone=_coerce(raw.get("timezone", "UTC"), "", file, "timezone"),
         **{name: _section(cls, raw.get(name), file, name) for name, cls in _SECTIONS.items()},
     )
     return _validate(cfg, file)
+
+
+def _destinations(raw: Mapping[str, Any], file: Path | str) -> tuple[str, ...]:
+    if "destinations" not in raw:
+        return ()
+    if "destination" in raw:
+        raise PipelineConfigError(file, "destinations", "give either destination (one) or destinations (a list)")
+    value = raw["destinations"]
+    if not isinstance(value, list) or not value:
+        raise PipelineConfigError(file, "destinations", f"{value!r} is not a non-empty list of destination names")
+    names: list[str] = []
+    for i, d in enumerate(value):
+        if not isinstance(d, str) or not _DESTINATION.match(d):
+            raise PipelineConfigError(file, f"destinations[{i}]", f"{d!r} is not a Canal destination name "
+                                      "(letters, digits, _ . -)")
+        same = [n for n in names if dagster_name(n) == dagster_name(d)]
+        if same:
+            raise PipelineConfigError(file, f"destinations[{i}]", f"{d!r} and {same[0]!r} give the same Dagster "
+                                      f"name {dagster_name(d)!r}: rename one")
+        names.append(d)
+    return tuple(names)
 
 
 def _abs(base: Path, p: Path) -> Path:
@@ -415,8 +466,13 @@ def load_config(path: str | os.PathLike[str] | None = None, *, env: Mapping[str,
     return cfg
 
 
-def check_canal_conf(cfg: PipelineConfig) -> None:
-    """Load the destination's Canal conf, turning its errors into errors about pipeline.yaml's keys."""
+def check_canal_conf(config: PipelineConfig) -> None:
+    """Load each destination's Canal conf, turning its errors into errors about pipeline.yaml's keys."""
+    for cfg in config.per_destination():
+        _check_canal_conf(cfg, "destinations" if cfg.namespace else "destination")
+
+
+def _check_canal_conf(cfg: PipelineConfig, key: str) -> None:
     from canal_core.instance.config import ConfigError
 
     if cfg.canal.mode != "embedded":
@@ -425,7 +481,7 @@ def check_canal_conf(cfg: PipelineConfig) -> None:
     if not (cfg.canal.conf_dir / "canal.properties").is_file():
         raise PipelineConfigError(where, "canal.conf_dir", f"{cfg.canal.conf_dir} has no canal.properties")
     if not (cfg.canal.conf_dir / cfg.destination / "instance.properties").is_file():
-        raise PipelineConfigError(where, "destination", f"{cfg.destination!r}: no "
+        raise PipelineConfigError(where, key, f"{cfg.destination!r}: no "
                                   f"{cfg.canal.conf_dir / cfg.destination / 'instance.properties'}")
     try:
         cfg.instance_config()

@@ -126,3 +126,40 @@ def test_parse_config_without_a_file() -> None:
     cfg = parse_config({"paths": {"staging": "/s"}}, base_dir=Path("/base"))
     assert cfg.file is None and cfg.staging_root == Path("/s")
     assert cfg.state_dir == Path("/base/.runtime/pipeline/state/example")
+
+
+def test_several_destinations(tmp_path: Path) -> None:
+    f = write(tmp_path, "destinations: [shop, shop-eu]\nlake: {root: lake}\n")
+    (tmp_path / "conf" / "shop-eu").mkdir()
+    (tmp_path / "conf" / "shop-eu" / "instance.properties").write_text(
+        "canal.instance.master.address = 10.0.0.6:3310\ncanal.instance.dbUsername = repl\n"
+        "canal.instance.dbPassword = secret\n")
+    cfg = load_config(f, env={})
+    # the config is its first destination, under that destination's names; per_destination() gives each
+    assert (cfg.destination, cfg.namespace, cfg.destinations) == ("shop", "shop", ("shop", "shop-eu"))
+    one, two = cfg.per_destination()
+    assert (two.destination, two.namespace) == ("shop-eu", "shop_eu")   # Dagster's alphabet in names
+    assert one.lake_root == f"{tmp_path / 'lake'}/shop" and two.lake_root == f"{tmp_path / 'lake'}/shop-eu"
+    assert two.state_dir == tmp_path / ".runtime/pipeline/state/shop-eu"
+    assert two.conn_kwargs()["host"] == "10.0.0.6" and one.conn_kwargs()["host"] == "10.0.0.5"
+    # the environment's one destination replaces the list: plain names again
+    solo = load_config(f, env={"CANAL_PIPELINE_DESTINATION": "shop-eu"})
+    assert (solo.destination, solo.namespace, solo.per_destination()) == ("shop-eu", "", [solo])
+    assert solo.lake_root == str(tmp_path / "lake")
+    # one destination: the plain names and lake.root itself
+    assert parse_config({"destination": "shop"}).per_destination()[0].lake_subdir == ""
+
+
+@pytest.mark.parametrize(("text", "key", "words"), [
+    ("destination: shop\ndestinations: [shop]\n", "destinations", "either destination"),
+    ("destinations: []\n", "destinations", "non-empty list"),
+    ("destinations: shop\n", "destinations", "non-empty list"),
+    ("destinations: [shop, 'a b']\n", "destinations[1]", "not a Canal destination name"),
+    ("destinations: [a-b, a_b]\n", "destinations[1]", "same Dagster name 'a_b'"),
+    ("destinations: [shop, nowhere]\n", "destinations", "'nowhere': no"),
+])
+def test_destinations_errors(tmp_path: Path, text: str, key: str, words: str) -> None:
+    f = write(tmp_path, text)
+    with pytest.raises(PipelineConfigError) as e:
+        load_config(f, env={})
+    assert e.value.key == key and words in str(e.value), str(e.value)

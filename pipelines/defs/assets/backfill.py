@@ -31,7 +31,7 @@ from dagster import (
 from ...engine.config import PipelineConfig
 from ...engine.window import EventTime, Position, format_position, key_text, split_key
 from ..resources import LakeResource, SparkResource
-from .keys import CHANGELOG, mirror_key
+from .keys import keys_for
 
 
 def parse_time(text: str, key: str = "time") -> dt.datetime:
@@ -93,7 +93,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     # an asset's context.run_id is deprecated in favour of context.run; a directly built op context has no run
     run_id = context.run.run_id if isinstance(context, AssetExecutionContext) else context.run_id
     root = config.staging_root / config.destination / "backfill" / run_id
-    session, lk = spark.session(), lake.lake()
+    session, lk = spark.session(), lake.lake(config.lake_subdir)
     snapshotted = set(registry_for(config).load())
     source = config.replay_source()
     # The changelog part a backfill may replace: what the live pipeline wrote or could have written there, i.e.
@@ -145,7 +145,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
     if report_mirrors:
         for name, r in merged.items():
             context.log_event(AssetMaterialization(
-                asset_key=mirror_key(name), description="re-merged by a backfill",
+                asset_key=keys_for(config).mirror(name), description="re-merged by a backfill",
                 metadata={**span, "rows_inserted": r.inserted, "rows_updated": r.updated, "rows_deleted": r.deleted,
                           "replans": r.replans, "mirror_position": _at(r.position, journal),
                           "delta_version": r.version}))
@@ -153,7 +153,7 @@ def run_backfill(context: Any, config: PipelineConfig, tables: Sequence[str], sp
         from .partitions import first_partition_day
 
         for day in _days(start, end, first_partition_day(config)):
-            context.log_event(AssetMaterialization(asset_key=CHANGELOG, partition=day,
+            context.log_event(AssetMaterialization(asset_key=keys_for(config).changelog, partition=day,
                                                    description="period replaced by a backfill", metadata=span))
     for name, r in merged.items():
         context.log.info(f"{name}: re-merge inserted {r.inserted}, updated {r.updated}, deleted {r.deleted} rows "

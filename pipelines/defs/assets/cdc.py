@@ -45,7 +45,7 @@ from ...engine.config import PipelineConfig
 from ...engine.window import EventTime, Position, WindowManifest, format_position, key_text, parse_position
 from ..pools import check_writer_slot, writer_pool
 from ..resources import CanalWindowResource, LakeResource, SparkResource
-from .keys import CHANGELOG, LAG_CHECK, RECONCILE_CHECK, WINDOW_JOB, mirror_key, source_key, split_table
+from .keys import LAG_CHECK, RECONCILE_CHECK, keys_for, split_table
 from .partitions import first_partition_day
 
 
@@ -121,7 +121,7 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
         raise Failure(description=f"{name}: canal_window config has catch_up but neither path nor catch_up_end")
     from ...engine.defaults import source_defaults
 
-    session, lk = spark.session(), lake.lake()
+    session, lk = spark.session(), lake.lake(config.lake_subdir)
     defaults = source_defaults(config.conn_kwargs)  # for rows that predate an ADD COLUMN (asked only then)
     total = L.MirrorResult()
     caught: dict[str, Any] = {}
@@ -168,8 +168,9 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
     taken = dt.datetime.now(dt.UTC)
     try:
         snap = take_snapshot(config.conn_kwargs(), schema, table, out)
-        version = L.write_snapshot(spark.session(), lake.lake(), schema, table, snap.path, snap.position_key,
-                                   snapshot_ts=taken, keyless=not any(c.is_key for c in snap.columns))
+        version = L.write_snapshot(spark.session(), lake.lake(config.lake_subdir), schema, table, snap.path,
+                                   snap.position_key, snapshot_ts=taken,
+                                   keyless=not any(c.is_key for c in snap.columns))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     # the sensor reads this: the next window run catches the mirror up from this position
@@ -237,7 +238,7 @@ def reconcile_mirror(context: AssetCheckExecutionContext, config: PipelineConfig
     from ...engine.replay import replay_windows
 
     schema, table = split_table(name)
-    session, lk = spark.session(), lake.lake()
+    session, lk = spark.session(), lake.lake(config.lake_subdir)
 
     def fail(why: str) -> AssetCheckResult:
         return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, description=f"{name}: {why}")
@@ -301,7 +302,10 @@ def _not_a_window_run(name: str) -> Failure:
 
 def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Sequence[AssetSpec],
                      partitions: DailyPartitionsDefinition) -> AssetsDefinition:
-    @asset(key=CHANGELOG, deps=[s.key for s in sources], partitions_def=partitions, group_name="canal",
+    keys = keys_for(config)
+
+    @asset(key=keys.changelog, deps=[s.key for s in sources], partitions_def=partitions,
+           group_name=f"{keys.group}canal",
            backfill_policy=BackfillPolicy.single_run(), kinds={"spark", "delta"},
            pool=writer_pool(config.destination),
            description="Every row change, appended to Delta once per batch, partitioned by UTC date. A partition "
@@ -314,7 +318,8 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
             from ...engine.staging import load_window
 
             manifest = load_window(canal_window.path)
-            written = L.apply_changelog(spark.session(), lake.lake(), Path(canal_window.path), manifest)
+            written = L.apply_changelog(spark.session(), lake.lake(config.lake_subdir), Path(canal_window.path),
+                                        manifest)
             return MaterializeResult(metadata={"rows": manifest.rows, "rows_written": int(written or 0),
                                                "tables": len(manifest.tables), **window_metadata(manifest),
                                                "spark_started_at": spark.started_at})
@@ -332,8 +337,9 @@ def _changelog_asset(config: PipelineConfig, tables: Sequence[str], sources: Seq
 
 
 def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets:
+    keys = keys_for(config)
     sources = [
-        AssetSpec(source_key(t), group_name="mysql", kinds={"mysql"},
+        AssetSpec(keys.source(t), group_name=f"{keys.group}mysql", kinds={"mysql"},
                   description=f"Source table {t} on {config.destination!r} (read from the binlog by Canal).")
         for t in tables
     ]
@@ -347,7 +353,8 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
         changelog = _changelog_asset(config, tables, sources, partitions)
 
     def make_mirror(name: str) -> AssetsDefinition:
-        @asset(key=mirror_key(name), deps=[CHANGELOG], group_name="mirror", kinds={"spark", "delta"},
+        @asset(key=keys.mirror(name), deps=[keys.changelog], group_name=f"{keys.group}mirror",
+               kinds={"spark", "delta"},
                freshness_policy=freshness, pool=writer_pool(config.destination),
                description=f"{name} as of the last applied window: Delta MERGE of the latest change per primary "
                            "key in binlog order; an older change never overwrites a newer one. A table without a "
@@ -360,7 +367,7 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
             check_writer_slot(context)
             if canal_window.path or canal_window.catch_up:
                 return mirror_from_window(context, config, name, spark, lake, canal_window)
-            if context.job_def.name == WINDOW_JOB:
+            if context.job_def.name == keys.window_job:
                 raise Failure(description=f"{name}: a canal_window run without a staged window or a catch-up: "
                                           "window runs are launched by the canal sensor")
             # canal_snapshot (initial load), or a materialization from the UI / API: reload from a snapshot
@@ -374,7 +381,7 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
                if every and config.sensor.reconcile_tables_per_run else "It runs on demand only.")
 
     def make_check(name: str) -> Any:
-        @asset_check(asset=mirror_key(name), name=RECONCILE_CHECK, blocking=False,
+        @asset_check(asset=keys.mirror(name), name=RECONCILE_CHECK, blocking=False,
                      description="Row count and order-independent checksum of the source (consistent snapshot) "
                                  f"against the mirror moved forward to the same binlog position. {cadence} On a "
                                  "mismatch, materialize the mirror to reload it from a snapshot.")
@@ -390,7 +397,7 @@ def build_cdc_assets(config: PipelineConfig, tables: Sequence[str]) -> CdcAssets
         return reconcile
 
     def make_lag_check(name: str) -> Any:
-        @asset_check(asset=mirror_key(name), name=LAG_CHECK, blocking=False,
+        @asset_check(asset=keys.mirror(name), name=LAG_CHECK, blocking=False,
                      description="Whether the destination reads its source and holds every change up to "
                                  f"freshness.warn_seconds ({config.freshness.warn_seconds} s) ago: reported by the "
                                  "canal sensor when its verdict changes (a failure shows within a tick and clears by "
