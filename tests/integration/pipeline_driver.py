@@ -76,19 +76,23 @@ class Driver:
     keep_windows: Path | None = None
     instance_overrides: dict[str, Any] | None = None  # dagster.yaml settings of the instance (e.g. run launcher)
     failed_ticks: list[str] = field(default_factory=list)
+    sensor_name: str = ""     # the sensor this driver ticks when the config has several destinations
+    instance: Any = None      # another driver's instance (several destinations of one code location)
 
     def __post_init__(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        # the lake writers' one-slot pools, as the project's dagster.yaml configures them
-        overrides = {**INSTANCE_SETTINGS, **(self.instance_overrides or {})}
-        self.instance = DagsterInstance.local_temp(tempdir=str(self.home), overrides=overrides)
+        if self.instance is None:
+            # the lake writers' one-slot pools, as the project's dagster.yaml configures them
+            overrides = {**INSTANCE_SETTINGS, **(self.instance_overrides or {})}
+            self.instance = DagsterInstance.local_temp(tempdir=str(self.home), overrides=overrides)
         self.reload()
 
     def reload(self) -> None:
         """What a code-location reload does: the definitions built again (the table list read again from the
         source); the instance, the sensor cursor and the process's Canal source stay."""
         self.defs = build_definitions(self.config)
-        (self.sensor,) = list(self.defs.get_repository_def().sensor_defs)
+        sensors = list(self.defs.get_repository_def().sensor_defs)
+        (self.sensor,) = [s for s in sensors if s.name == self.sensor_name] if self.sensor_name else sensors
 
     def tick(self) -> SensorResult:
         """One evaluation, as the daemon runs it. A failed one (the destination cannot progress and has nothing
