@@ -303,6 +303,8 @@ def test_backfill_restores_damaged_rows_only(spark: Any, tmp_path: Path) -> None
     assert rows(spark, path) == good
 
 
+@pytest.mark.long   # the same scenario runs on Spark Connect (test_spark_connect.py), the pipeline's default, and
+                    # through the pipeline with forced interleavings in test_backfill_live.py
 def test_remerge_beside_a_window(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     remerge_beside_a_window(spark, tmp_path, monkeypatch)
 
