@@ -100,6 +100,12 @@ class SensorSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotSettings:
+    chunk_rows: int = 100_000         # a large table's initial load: chunks of this many rows (0: never in chunks)
+    chunked_above_rows: int = 1_000_000  # ... for tables InnoDB estimates at least this large
+
+
+@dataclass(frozen=True, slots=True)
 class PathSettings:
     staging: Path = Path(".runtime/pipeline/staging")
     state: Path = Path(".runtime/pipeline/state")
@@ -151,6 +157,7 @@ class PipelineConfig:
     canal: CanalSettings = field(default_factory=CanalSettings)
     window: WindowSettings = field(default_factory=WindowSettings)
     sensor: SensorSettings = field(default_factory=SensorSettings)
+    snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
     paths: PathSettings = field(default_factory=PathSettings)
     lake: LakeSettings = field(default_factory=LakeSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
@@ -235,7 +242,8 @@ def _canal_config(conf_dir: Path, stamp: str, env: str) -> CanalConfig:
 # --- loading ---------------------------------------------------------------------------------------------
 
 _SECTIONS: dict[str, type] = {
-    "canal": CanalSettings, "window": WindowSettings, "sensor": SensorSettings, "paths": PathSettings,
+    "canal": CanalSettings, "window": WindowSettings, "sensor": SensorSettings, "snapshot": SnapshotSettings,
+    "paths": PathSettings,
     "lake": LakeSettings, "spark": SparkSettings, "changelog": ChangelogSettings,
     "maintenance": MaintenanceSettings, "freshness": FreshnessSettings,
 }
@@ -411,6 +419,8 @@ def _validate(cfg: PipelineConfig, file: Path | str) -> PipelineConfig:
         raise err("sensor.reconcile_interval_seconds", f"{s.reconcile_interval_seconds} must be >= 0 (0: on demand)")
     if s.reconcile_tables_per_run < 0:
         raise err("sensor.reconcile_tables_per_run", f"{s.reconcile_tables_per_run} must be >= 0")
+    if cfg.snapshot.chunk_rows < 0 or cfg.snapshot.chunked_above_rows < 0:
+        raise err("snapshot.chunk_rows", "chunk_rows and chunked_above_rows must be >= 0 (chunk_rows 0: never)")
     if s.max_run_seconds <= 0:
         raise err("sensor.max_run_seconds", f"{s.max_run_seconds} must be positive")
     try:

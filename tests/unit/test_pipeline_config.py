@@ -163,3 +163,12 @@ def test_destinations_errors(tmp_path: Path, text: str, key: str, words: str) ->
     with pytest.raises(PipelineConfigError) as e:
         load_config(f, env={})
     assert e.value.key == key and words in str(e.value), str(e.value)
+
+
+def test_snapshot_settings(tmp_path: Path) -> None:
+    assert (parse_config({}).snapshot.chunk_rows, parse_config({}).snapshot.chunked_above_rows) == (100_000, 1_000_000)
+    cfg = load_config(write(tmp_path, "destination: shop\nsnapshot: {chunk_rows: 0}\n"), env={})
+    assert cfg.snapshot.chunk_rows == 0
+    with pytest.raises(PipelineConfigError) as e:
+        load_config(write(tmp_path, "destination: shop\nsnapshot: {chunk_rows: -1}\n"), env={})
+    assert e.value.key == "snapshot.chunk_rows"

@@ -157,6 +157,54 @@ def mirror_from_window(context: AssetExecutionContext, config: PipelineConfig, n
     })
 
 
+def _in_chunks(context: AssetExecutionContext, config: PipelineConfig, schema: str, table: str,
+               spark: SparkResource, lake: LakeResource) -> bool:
+    """Whether this load goes in chunks: a canal_snapshot run (the sensor's: the mirror stays pending until it is
+    recorded), chunks configured, a table at least snapshot.chunked_above_rows large with a chunkable key, or a
+    chunked load an earlier attempt began."""
+    from ...engine import lake as L
+    from ...engine.chunked_snapshot import chunk_key, estimated_rows
+    from ...engine.reconcile import table_columns
+
+    if not config.snapshot.chunk_rows or context.job_def.name != keys_for(config).snapshot_job:
+        return False
+    key = chunk_key(table_columns(config.conn_kwargs(), schema, table))
+    if key is None:
+        return False
+    if L.chunked_progress(spark.session(), lake.lake(config.lake_subdir), schema, table, key.name) is not None:
+        return True
+    return estimated_rows(config.conn_kwargs(), schema, table) >= config.snapshot.chunked_above_rows
+
+
+def mirror_in_chunks(context: AssetExecutionContext, config: PipelineConfig, name: str,
+                     spark: SparkResource, lake: LakeResource) -> MaterializeResult:
+    from ...engine.chunked_snapshot import load_in_chunks
+    from ...engine.registry import registry_for, snapshot_data_dir
+
+    schema, table = split_table(name)
+    t0 = time.monotonic()
+    r = load_in_chunks(spark.session(), lake.lake(config.lake_subdir), config.conn_kwargs(), schema, table,
+                       snapshot_data_dir(config, context.run.run_id) / name, chunk_rows=config.snapshot.chunk_rows,
+                       on_chunk=lambda c: context.log.info(
+                           f"{name}: chunk {c.index} ({c.after}, {c.last}]: {c.rows} rows at "
+                           f"{format_position(c.position)}, transaction open {c.held_seconds:.2f} s"))
+    registry_for(config).record_snapshot(name, format_position(r.begin), r.begin.key, r.rows, context.run.run_id)
+    took = time.monotonic() - t0
+    context.log.info(f"{name}: loaded in chunks of {config.snapshot.chunk_rows} rows: {r.rows} rows in {r.chunks} "
+                     f"chunks{' (resumed after key ' + str(r.resumed_after) + ')' if r.resumed else ''}, longest "
+                     f"source transaction {r.longest_hold:.2f} s; the stream catches up from "
+                     f"{format_position(r.begin)}")
+    return MaterializeResult(metadata={
+        "rows_inserted": r.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": r.rows,
+        "snapshot_chunks": r.chunks, "chunk_rows": config.snapshot.chunk_rows,
+        "resumed_after_key": MetadataValue.text("-" if not r.resumed else str(r.resumed_after)),
+        "longest_source_transaction_seconds": round(r.longest_hold, 3),
+        "binlog_position": MetadataValue.text(format_position(r.begin)),
+        "rows_per_second": round(r.rows / took, 1) if took > 0 else 0.0,
+        "unrepresentable": MetadataValue.json(r.unrepresentable),
+    })
+
+
 def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig, name: str,
                          spark: SparkResource, lake: LakeResource) -> MaterializeResult:
     from ...engine import lake as L
@@ -164,6 +212,8 @@ def mirror_from_snapshot(context: AssetExecutionContext, config: PipelineConfig,
     from ...engine.snapshot import take_snapshot
 
     schema, table = split_table(name)
+    if _in_chunks(context, config, schema, table, spark, lake):
+        return mirror_in_chunks(context, config, name, spark, lake)
     out = snapshot_data_dir(config, context.run.run_id) / name
     taken = dt.datetime.now(dt.UTC)
     try:

@@ -18,7 +18,7 @@ table state is read differently (py4j on classic, the Delta log through Spark on
 
 The package's modules, one concern each: layout (locations, appIds, properties, errors), results, delta_log (a
 table's state), delta_sql (shared SQL building blocks), changelog, window_ddl, schema_evolution, mirror,
-maintenance. This module is the API the pipeline's assets, jobs and CLIs use.
+snapshot_chunks, maintenance. This module is the API the pipeline's assets, jobs and CLIs use.
 """
 
 from __future__ import annotations
@@ -49,11 +49,13 @@ from .mirror import (
     write_snapshot,
 )
 from .results import MirrorResult, TableState
+from .snapshot_chunks import PROP_CHUNKED, append_chunk, begin_chunked, chunked_progress, finish_chunked
 from .window_ddl import mirror_tables, rename_statements
 
 __all__ = [
     "MERGE_SOURCE_MATERIALIZE",
     "MIRROR_META",
+    "PROP_CHUNKED",
     "PROP_DROPPED",
     "PROP_EMPTIED",
     "KeylessRemergeError",
@@ -63,11 +65,15 @@ __all__ = [
     "MirrorResult",
     "MirrorSchemaError",
     "TableState",
+    "append_chunk",
     "apply_changelog",
     "apply_mirror",
     "apply_mirrors",
+    "begin_chunked",
     "changelog_app_id",
+    "chunked_progress",
     "drop_mirror",
+    "finish_chunked",
     "is_delta_table",
     "mirror_app_id",
     "mirror_tables",

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # mirror columns after the table's own: the position (and row index) of the change that wrote the row, its time
 MIRROR_META = (COL_POS, COL_ROW, COL_TS)
 # table property marking a mirror whose source table was dropped (value: the DROP's order key)
+PROP_CHUNKED = "canal.snapshot.chunked"   # a chunked load under way (lake.snapshot_chunks): its begin position
 PROP_DROPPED = "canal.dropped"
 # table property: the order key of the last TRUNCATE / DROP TABLE / RENAME away that emptied the mirror
 PROP_EMPTIED = "canal.emptied"

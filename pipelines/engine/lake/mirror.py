@@ -25,7 +25,7 @@ from ..window import (
 )
 from .delta_log import read_table_version, read_version, table_state
 from .delta_sql import _col, _create_table, _merge, _q, _read_staged, _retry_concurrent, _spark_schema, _sql_str, _txn
-from .layout import PROP_DROPPED, PROP_EMPTIED, Lake, LakeError, _file, mirror_app_id
+from .layout import PROP_CHUNKED, PROP_DROPPED, PROP_EMPTIED, Lake, LakeError, _file, mirror_app_id
 from .results import MirrorResult, TableState
 from .schema_evolution import _evolve_frame, _evolve_table, _plan_schema, _SchemaPlan
 from .window_ddl import _Ddl, _table_ddl, mirror_tables, rename_statements
@@ -413,6 +413,24 @@ def preview_mirror(spark: SparkSession, lake: Lake, window_dir: str | Path, mani
     return cur
 
 
+def snapshot_frame(spark: SparkSession, source: pa.Table | str | Path, version: int,
+                   snapshot_ts: dt.datetime | None, keyless: bool) -> DataFrame:
+    """Snapshot rows (source columns; meta columns of a staged part are ignored) as mirror rows at ``version``."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..keyless import number_copies
+
+    if isinstance(source, pa.Table):
+        df = spark.createDataFrame(source, schema=_spark_schema(source.schema))
+    else:
+        df = spark.read.parquet(str(source))
+    df = df.select([F.col(_q(c)) for c in df.columns if c not in META_COLUMNS and c != COL_DUP])
+    ts = F.lit(snapshot_ts).cast("timestamp") if snapshot_ts is not None else F.lit(None).cast("timestamp")
+    df = df.select("*", F.lit(version).cast("bigint").alias(COL_POS), F.lit(0).alias(COL_ROW), ts.alias(COL_TS))
+    return number_copies(df) if keyless else df
+
+
 def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
                    source: pa.Table | str | Path, position_key: int, *, snapshot_ts: dt.datetime | None = None,
                    keyless: bool = False) -> int:
@@ -425,10 +443,7 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
     position are skipped and later changes win. A snapshot not ahead of the mirror's position is skipped (the
     current Delta version is returned). ``keyless``: a table without a primary key, whose mirror numbers the
     copies of each row in _canal_dup (pipelines.engine.keyless)."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
 
-    from ..keyless import number_copies
 
     path, app = lake.mirror_path(schema, table), mirror_app_id(schema, table)
     version = position_key - 1
@@ -437,15 +452,7 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
         log.info("%s.%s: snapshot at %s not ahead of the mirror (position %s): skipped", schema, table,
                  position_key, state.position)
         return state.version
-    if isinstance(source, pa.Table):
-        df = spark.createDataFrame(source, schema=_spark_schema(source.schema))
-    else:
-        df = spark.read.parquet(str(source))
-    df = df.select([F.col(_q(c)) for c in df.columns if c not in META_COLUMNS and c != COL_DUP])
-    ts = F.lit(snapshot_ts).cast("timestamp") if snapshot_ts is not None else F.lit(None).cast("timestamp")
-    df = df.select("*", F.lit(version).cast("bigint").alias(COL_POS), F.lit(0).alias(COL_ROW), ts.alias(COL_TS))
-    if keyless:
-        df = number_copies(df)
+    df = snapshot_frame(spark, source, version, snapshot_ts, keyless)
     w = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
     if not state.exists:  # writer options delta.* become table properties of a new table
         w = w.options(**lake.mirror_properties())
@@ -453,6 +460,8 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
         _retry_concurrent(lambda: w.save(path), f"snapshot into {path}")
     if PROP_DROPPED in state.properties:
         _clear_dropped(spark, path)
+    if PROP_CHUNKED in state.properties:  # a chunked load left unfinished: this snapshot replaces it
+        spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PROP_CHUNKED}')")
     after = table_state(spark, path, app)
     log.info("%s.%s: snapshot at %s written (Delta version %s)", schema, table, position_key, after.version)
     return after.version
