@@ -5,11 +5,11 @@ Canal conf and DAGSTER_HOME of the test's own (the demo schema on the private Ma
    again within TICK_BOUND seconds and a window run launched after the kill succeeds within RUN_BOUND seconds, with
    nobody reloading anything (the in-flight run's worker survives its code server and finishes on its own). Marked
    `long` (scripts/test.sh --long): the chaos suite's short run covers the kill, without the bounds.
-2. SIGTERM to the job while a window run is in flight, in both Spark modes: within STOP_BOUND seconds no process it
-   started is left (code server, webserver, daemon, workload, run workers, the Spark Connect server or the runs'
-   own Spark JVMs), nothing listens on the UI port, the code server's socket or the Spark server's port, and the
-   destination's lock is free. With the default Spark Connect server the run attached to it: the only JVM in the
-   job's tree is that server.
+2. SIGTERM to the job while a window run is in flight, in both Spark modes (per-run with --long): within STOP_BOUND
+   seconds no process it started is left (code server, webserver, daemon, workload, run workers, the Spark Connect
+   server or the runs' own Spark JVMs), nothing listens on the UI port, the code server's socket or the Spark
+   server's port, and the destination's lock is free. With the default Spark Connect server the run attached to it:
+   the only JVM in the job's tree is that server.
 """
 
 from __future__ import annotations
@@ -205,7 +205,8 @@ def test_main_job_heals_a_killed_code_server(job: Job) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("job", ["server", "per-run"], indirect=True)
+# per-run (a JVM per run, not the default) is long: its run's own JVM gone after the stop is the difference
+@pytest.mark.parametrize("job", ["server", pytest.param("per-run", marks=pytest.mark.long)], indirect=True)
 def test_main_job_stops_everything_on_sigterm(job: Job, tmp_path: Path) -> None:
     server = re.search(r"Spark for the runs: sc://127\.0\.0\.1:(\d+) \(a Connect server of this job",
                        job.wait("the job naming its Spark", lambda: "Spark for the runs:" in job.text() and job.text(),
