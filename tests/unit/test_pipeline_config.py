@@ -108,6 +108,12 @@ def test_environment_overrides(tmp_path: Path) -> None:
     ("canal: {conf_dir: nowhere}\n", "canal.conf_dir", "no canal.properties"),
     ("- a\n- b\n", "(file)", "mapping"),
     ("window: [\n", "(file)", "not valid YAML"),
+    ("destination: shop\ndestinations: [shop]\n", "destinations", "either destination"),
+    ("destinations: []\n", "destinations", "non-empty list"),
+    ("destinations: shop\n", "destinations", "non-empty list"),
+    ("destinations: [shop, 'a b']\n", "destinations[1]", "not a Canal destination name"),
+    ("destinations: [a-b, a_b]\n", "destinations[1]", "same Dagster name 'a_b'"),
+    ("destinations: [shop, nowhere]\n", "destinations", "'nowhere': no"),
 ])
 def test_errors_name_the_file_and_the_key(tmp_path: Path, text: str, key: str, words: str) -> None:
     f = write(tmp_path, "destination: shop\n" + text if not text.startswith(("destination", "-")) else text)
@@ -148,21 +154,6 @@ def test_several_destinations(tmp_path: Path) -> None:
     assert solo.lake_root == str(tmp_path / "lake")
     # one destination: the plain names and lake.root itself
     assert parse_config({"destination": "shop"}).per_destination()[0].lake_subdir == ""
-
-
-@pytest.mark.parametrize(("text", "key", "words"), [
-    ("destination: shop\ndestinations: [shop]\n", "destinations", "either destination"),
-    ("destinations: []\n", "destinations", "non-empty list"),
-    ("destinations: shop\n", "destinations", "non-empty list"),
-    ("destinations: [shop, 'a b']\n", "destinations[1]", "not a Canal destination name"),
-    ("destinations: [a-b, a_b]\n", "destinations[1]", "same Dagster name 'a_b'"),
-    ("destinations: [shop, nowhere]\n", "destinations", "'nowhere': no"),
-])
-def test_destinations_errors(tmp_path: Path, text: str, key: str, words: str) -> None:
-    f = write(tmp_path, text)
-    with pytest.raises(PipelineConfigError) as e:
-        load_config(f, env={})
-    assert e.value.key == key and words in str(e.value), str(e.value)
 
 
 def test_snapshot_settings(tmp_path: Path) -> None:
