@@ -171,8 +171,8 @@ def _in_chunks(context: AssetExecutionContext, config: PipelineConfig, schema: s
     key = chunk_key(table_columns(config.conn_kwargs(), schema, table))
     if key is None:
         return False
-    if L.chunked_progress(spark.session(), lake.lake(config.lake_subdir), schema, table, key.name) is not None:
-        return True
+    if L.chunked_begin(spark.session(), lake.lake(config.lake_subdir), schema, table) is not None:
+        return True   # (where it stands is read once, by the load)
     return estimated_rows(config.conn_kwargs(), schema, table) >= config.snapshot.chunked_above_rows
 
 

@@ -49,7 +49,14 @@ from .mirror import (
     write_snapshot,
 )
 from .results import MirrorResult, TableState
-from .snapshot_chunks import PROP_CHUNKED, append_chunk, begin_chunked, chunked_progress, finish_chunked
+from .snapshot_chunks import (
+    PROP_CHUNKED,
+    append_chunk,
+    begin_chunked,
+    chunked_begin,
+    chunked_progress,
+    finish_chunked,
+)
 from .window_ddl import mirror_tables, rename_statements
 
 __all__ = [
@@ -71,6 +78,7 @@ __all__ = [
     "apply_mirrors",
     "begin_chunked",
     "changelog_app_id",
+    "chunked_begin",
     "chunked_progress",
     "drop_mirror",
     "finish_chunked",

@@ -13,7 +13,6 @@ guard (``_canal_pos``) drops the ones a chunk already saw.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-log = logging.getLogger(__name__)
+def chunked_begin(spark: SparkSession, lake: Lake, schema: str, table: str) -> str | None:
+    """The begin position ("file:offset") of a chunked load under way in the mirror, else None."""
+    path = lake.mirror_path(schema, table)
+    if not is_delta_table(spark, path):
+        return None
+    return table_state(spark, path, mirror_app_id(schema, table)).properties.get(PROP_CHUNKED) or None
 
 
 def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, key: str) -> tuple[str, Any] | None:
@@ -34,12 +38,10 @@ def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, k
     chunk); None when no chunked load is under way."""
     from pyspark.sql import functions as F
 
+    begin = chunked_begin(spark, lake, schema, table)
+    if begin is None:
+        return None
     path = lake.mirror_path(schema, table)
-    if not is_delta_table(spark, path):
-        return None
-    begin = table_state(spark, path, mirror_app_id(schema, table)).properties.get(PROP_CHUNKED)
-    if not begin:
-        return None
     row = spark.read.format("delta").load(path).agg(F.max(F.col(_q(key))).alias("k")).first()
     return begin, (row["k"] if row is not None else None)
 
