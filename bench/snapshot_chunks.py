@@ -1,14 +1,16 @@
 """bench/snapshot_chunks: a large table's initial load, in chunks (pipelines.engine.chunked_snapshot, ours for tables at
-least snapshot.chunked_above_rows large) vs the whole-table consistent snapshot (pipelines.engine.snapshot +
-lake.write_snapshot, the path small tables keep), side by side in one run on the private MariaDB and one local Spark.
+least snapshot.chunked_above_rows large) by one reader and by --readers reader processes, vs the whole-table
+consistent snapshot (pipelines.engine.snapshot + lake.write_snapshot, the path small tables keep), side by side in
+one run on the private MariaDB and one local Spark.
 
-    .venv/bin/python bench/snapshot_chunks.py [--rows 20000000] [--chunk-rows 500000] [--port 3407]
+    .venv/bin/python bench/snapshot_chunks.py [--rows 20000000] [--chunk-rows 500000] [--readers 2] [--port 3407]
 
 The table (BIGINT key, five columns) is made once in schema canal_bench_snap with MariaDB's sequence engine and kept
 for later runs of the same size. Each path loads it into a fresh mirror; per path: wall time, rows per second, CPU
-per row of this process (the reader), the Spark JVM and mariadbd (from /proc), and the longest read-only
-transaction the source held, sampled from information_schema.innodb_trx every 0.15 s by the server's clock (whole
-seconds). Both mirrors are compared at the end (row count and an order-independent fingerprint). Run it on an
+per row of this process and its reader processes (the readers), the Spark JVM and this checkout's mariadbd (from
+/proc), and the longest read-only transaction the source held, sampled from information_schema.innodb_trx every
+0.15 s by the server's clock (whole seconds). The three mirrors are compared at the end (row count and an
+order-independent fingerprint). Run it on an
 otherwise idle machine: the CPU figures are per process, the wall times are not.
 """
 
@@ -86,10 +88,12 @@ class TrxSampler(threading.Thread):
 
 
 def _mariadbd_pid() -> int:
+    mine = f"{ROOT}/.runtime/mariadb/primary/".encode()   # not another checkout's instance on the machine
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if b"mariadbd" in (d / "cmdline").read_bytes() and b"/primary/" in (d / "cmdline").read_bytes():
+                cmd = (d / "cmdline").read_bytes()
+                if b"mariadbd" in cmd and mine in cmd:
                     return int(d.name)
             except OSError:
                 continue
@@ -99,19 +103,24 @@ def _mariadbd_pid() -> int:
 def _measure(name: str, fn: Any, jvm: int, db: int, port: int, rows: int) -> dict[str, Any]:
     sampler = TrxSampler(port)
     sampler.start()
-    me0, jvm0, db0 = resource.getrusage(resource.RUSAGE_SELF), process_cpu(jvm), process_cpu(db)
+    # this process and its children that ended (the reader processes end with each load; the Spark JVM lives on)
+    def mine() -> float:
+        return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                     resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    me0, jvm0, db0 = mine(), process_cpu(jvm), process_cpu(db)
     t0 = time.monotonic()
     fn()
     wall = time.monotonic() - t0
-    me1, jvm1, db1 = resource.getrusage(resource.RUSAGE_SELF), process_cpu(jvm), process_cpu(db)
+    me1, jvm1, db1 = mine(), process_cpu(jvm), process_cpu(db)
     sampler.done.set()
     sampler.join()
-    reader = (me1.ru_utime + me1.ru_stime) - (me0.ru_utime + me0.ru_stime)
+    reader = me1 - me0
     per_row = {"reader_us_per_row": reader / rows * 1e6, "jvm_us_per_row": (jvm1 - jvm0) / rows * 1e6,
                "mariadb_us_per_row": (db1 - db0) / rows * 1e6}
     out: dict[str, Any] = {"path": name, "wall_s": wall, "rows_per_s": rows / wall, **per_row,
                            "total_us_per_row": sum(per_row.values()), "longest_trx_s": sampler.longest}
-    print(f"{name:>12}: {wall:8.1f} s  {out['rows_per_s']:9.0f} rows/s  CPU/row: reader {out['reader_us_per_row']:.2f}"
+    print(f"{name:>20}: {wall:8.1f} s  {out['rows_per_s']:9.0f} rows/s  CPU/row: reader {out['reader_us_per_row']:.2f}"
           f" us, Spark {out['jvm_us_per_row']:.2f} us, MariaDB {out['mariadb_us_per_row']:.2f} us, total "
           f"{out['total_us_per_row']:.2f} us; longest source transaction {sampler.longest} s", flush=True)
     return out
@@ -121,6 +130,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--chunk-rows", type=int, default=500_000)
+    ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--port", type=int, default=int(os.environ.get("PRIVATE_MARIADB_PORT") or 3407))
     args = ap.parse_args()
 
@@ -140,7 +150,7 @@ def main() -> int:
     kw = _conn_kwargs(args.port)
     tmp = Path(tempfile.mkdtemp(prefix="bench-snap-"))
     try:
-        whole, chunked = L.Lake(str(tmp / "whole")), L.Lake(str(tmp / "chunked"))
+        whole, one, many = (L.Lake(str(tmp / d)) for d in ("whole", "one", "many"))
         spark.range(1000).selectExpr("sum(id)").collect()   # the JVM started before either path
 
         def whole_table() -> None:
@@ -148,20 +158,25 @@ def main() -> int:
             L.write_snapshot(spark, whole, SCHEMA, TABLE, snap.path, snap.position_key)
             shutil.rmtree(tmp / "parts", ignore_errors=True)
 
-        def in_chunks() -> None:
-            load_in_chunks(spark, chunked, kw, SCHEMA, TABLE, tmp / "chunks", chunk_rows=args.chunk_rows)
+        def in_chunks(lake: Any, readers: int) -> Any:
+            return lambda: load_in_chunks(spark, lake, kw, SCHEMA, TABLE, tmp / "chunks", chunk_rows=args.chunk_rows,
+                                          readers=readers)
 
         results = [_measure("whole table", whole_table, jvm, db, args.port, args.rows),
-                   _measure("in chunks", in_chunks, jvm, db, args.port, args.rows)]
+                   _measure("in chunks, 1 reader", in_chunks(one, 1), jvm, db, args.port, args.rows),
+                   _measure(f"in chunks, {args.readers} readers", in_chunks(many, args.readers), jvm, db, args.port,
+                            args.rows)]
         cols = table_columns(kw, SCHEMA, TABLE)
-        a, b = (dataframe_fingerprint(spark.read.format("delta").load(lk.mirror_path(SCHEMA, TABLE)), cols)
-                for lk in (whole, chunked))
-        assert (a.count, a.checksum) == (b.count, b.checksum) and a.count == args.rows, (a, b)
-        w, c = results
-        print(f"mirrors equal ({a.count} rows). chunks / whole table: throughput "
-              f"{c['rows_per_s'] / w['rows_per_s']:.2f}x, CPU per row "
-              f"{c['total_us_per_row'] / w['total_us_per_row']:.2f}x; longest source transaction "
-              f"{c['longest_trx_s']} s vs {w['longest_trx_s']} s (chunks of {args.chunk_rows} rows)", flush=True)
+        a, b, c = (dataframe_fingerprint(spark.read.format("delta").load(lk.mirror_path(SCHEMA, TABLE)), cols)
+                   for lk in (whole, one, many))
+        assert (a.count, a.checksum) == (b.count, b.checksum) == (c.count, c.checksum) and a.count == args.rows, \
+            (a, b, c)
+        w = results[0]
+        print(f"mirrors equal ({a.count} rows). Against the whole table (chunks of {args.chunk_rows} rows):")
+        for r in results[1:]:
+            print(f"  {r['path']:>20}: throughput {r['rows_per_s'] / w['rows_per_s']:.2f}x, CPU per row "
+                  f"{r['total_us_per_row'] / w['total_us_per_row']:.2f}x; longest source transaction "
+                  f"{r['longest_trx_s']} s vs {w['longest_trx_s']} s", flush=True)
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,26 +1,34 @@
-"""Initial load of a large table in key-range chunks: no long transaction on the source, resumable after a crash.
+"""Initial load of a large table in key-range chunks, read by parallel readers: no long transaction on the source,
+resumable after a crash.
 
 The whole-table snapshot (pipelines.engine.snapshot) reads every row inside one consistent transaction, which
 the source then holds for as long as the read takes (minutes to hours for tens of millions of rows: undo history
 kept, purge held back). Here, as in DBLog-style incremental snapshots, the table is read in chunks of
 ``chunk_rows`` rows in primary-key order, each chunk in a consistent transaction of its own:
 
-    begin:   B = the binlog position now (a consistent snapshot opened and closed at once); the mirror emptied,
-             marked as loading from B (pipelines.engine.lake.snapshot_chunks)
-    chunk i: START TRANSACTION WITH CONSISTENT SNAPSHOT -> position P_i >= B; SELECT ... WHERE key > last ORDER BY
-             key LIMIT chunk_rows; ROLLBACK. Its rows are appended with _canal_pos = P_i - 1.
+    begin:   B = the binlog position now, and the key's MIN and MAX then (a consistent snapshot opened and closed
+             at once); the key range cut into segments of equal width; the mirror emptied, marked as loading from
+             B with that plan (pipelines.engine.lake.snapshot_chunks)
+    chunk:   START TRANSACTION WITH CONSISTENT SNAPSHOT -> position P >= B; SELECT ... WHERE key > last AND key <=
+             segment's upper bound ORDER BY key LIMIT chunk_rows; ROLLBACK. Its rows are appended with
+             _canal_pos = P - 1.
     finish:  the mirror's txn version B - 1; the registry records B, so the next window run catches the mirror
              up by replaying the binlog from B.
 
-Why that is exact: a chunk holds its key range's rows as of P_i. The catch-up replays every change from B in
-binlog order through the mirror's per-row guard: a change below a row's P_i is older than what the chunk saw and
-loses; a change after P_i wins; a key inserted and deleted between B and P_i comes and goes again in order. The
-stream keeps flowing meanwhile (windows apply the other tables and the changelog; this mirror is pending), and no
-transaction outlives one chunk.
+Why that is exact: a chunk holds its key range's rows as of its P. The catch-up replays every change from B in
+binlog order through the mirror's per-row guard: a change below a row's P is older than what the chunk saw and
+loses; a change after P wins; a key inserted and deleted between B and P comes and goes again in order. A key
+outside [MIN, MAX] at B did not exist at B: its insert comes after B and the catch-up applies it. The stream keeps
+flowing meanwhile (windows apply the other tables and the changelog; this mirror is pending), and no transaction
+outlives one chunk.
 
-A crash leaves the mirror marked and holding whole chunks (each is one commit): the next attempt starts after the
-largest key in the mirror, never reading a finished chunk again. A reader thread reads ahead of the writer (at
-most two chunks), so the source is read while Spark commits the previous chunk.
+Readers: ``readers`` processes (one thread when 1), each with its own connection, read chunks of different
+segments at once (a segment's next chunk starts after its last key, so one segment is read by one reader at a
+time); the load's process commits each chunk to Delta as it arrives. At most two chunks per reader are read and
+not yet committed (their Parquet parts on disk, nothing in memory).
+
+A crash leaves the mirror marked and holding whole chunks (each is one commit, a segment's in key order): the next
+attempt starts each segment after its largest key in the mirror, never reading a finished chunk again.
 
 Chunks need a single-column integer primary key (their ranges are compared in the source and in the mirror, and
 integer order is the same in both); other tables use the whole-table snapshot.
@@ -29,12 +37,15 @@ integer order is the same in both); other tables use the whole-table snapshot.
 from __future__ import annotations
 
 import datetime as dt
-import queue
+import multiprocessing
+import os
 import re
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,24 +60,37 @@ _INTEGER = re.compile(r"^(tiny|small|medium|big)?int\b", re.IGNORECASE)
 
 @dataclass(slots=True)
 class ChunkRead:
-    index: int
-    after: Any                 # the range is (after, last]; after None: from the table's first key
+    segment: int
+    index: int                 # within its segment
+    after: Any                 # the range read is (after, upto]; after None: from the table's first key
+    upto: Any                  # the segment's upper bound (None: no bound)
     last: Any                  # the last key read; None when the chunk was empty
     position: Position
     rows: int
     path: Path
     held_seconds: float        # how long its transaction was open
+    reader: str = ""           # the process and thread that read it
+    started: float = 0.0       # time.monotonic() when its transaction began (one clock for every process)
     unrepresentable: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    index: int
+    after: Any                 # exclusive lower bound (None: below every key)
+    upto: Any                  # inclusive upper bound (None: above every key)
 
 
 @dataclass(slots=True)
 class ChunkedResult:
     begin: Position            # the catch-up starts here
     columns: list[ColumnSpec]
-    resumed_after: Any         # the key this attempt started after (None: from the start)
+    segments: int
     resumed: bool              # this attempt continued a load an earlier one began
+    resumed_after: dict[int, Any] = field(default_factory=dict)  # segment -> the key this attempt started after
     chunks: int = 0            # read by this attempt
     rows: int = 0
+    readers: set[str] = field(default_factory=set)
     longest_hold: float = 0.0  # seconds, the longest any chunk transaction stayed open
     unrepresentable: dict[str, int] = field(default_factory=dict)
 
@@ -75,6 +99,18 @@ def chunk_key(columns: list[ColumnSpec]) -> ColumnSpec | None:
     """The column chunks are ranges of, or None when the table cannot be loaded in chunks."""
     keys = [c for c in columns if c.is_key]
     return keys[0] if len(keys) == 1 and _INTEGER.match(keys[0].mysql_type) else None
+
+
+def plan_bounds(low: int, high: int, count: int) -> list[int]:
+    """Upper bounds of ``count`` segments of equal width over the keys [low, high] (fewer when the range is
+    narrower); the last is ``high``. Segment i is (bounds[i-1], bounds[i]], the first open below."""
+    span = high - low + 1
+    n = max(1, min(count, span))
+    return sorted({low - 1 + span * i // n for i in range(1, n + 1)})
+
+
+def segments_of(bounds: list[Any]) -> list[Segment]:
+    return [Segment(i, bounds[i - 1] if i else None, b) for i, b in enumerate(bounds)]
 
 
 def estimated_rows(conn_kwargs: dict[str, Any], schema: str, table: str) -> int:
@@ -90,16 +126,23 @@ def estimated_rows(conn_kwargs: dict[str, Any], schema: str, table: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], key: ColumnSpec, after: Any,
-               limit: int, out_dir: Path, index: int) -> ChunkRead:
-    """Chunk ``index``: up to ``limit`` rows with key > ``after`` in key order, in a consistent transaction of its
-    own (the rows as of its position), written as Parquet under ``out_dir``."""
+def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], key: ColumnSpec, segment: Segment,
+               after: Any, limit: int, out_dir: Path, index: int) -> ChunkRead:
+    """Chunk ``index`` of ``segment``: up to ``limit`` rows with ``after`` < key <= the segment's bound in key order,
+    in a consistent transaction of its own (the rows as of its position), written as Parquet under ``out_dir``."""
     from . import types as T
 
     out_dir = _fresh_dir(out_dir)
     exprs = ", ".join(T.select_expr(c.name, c.mysql_type) for c in columns)
     k = _quote(key.name)
-    where, args = (f" WHERE {k} > %s", (after,)) if after is not None else ("", ())
+    conds, args = [], []
+    if after is not None:
+        conds.append(f"{k} > %s")
+        args.append(after)
+    if segment.upto is not None:
+        conds.append(f"{k} <= %s")
+        args.append(segment.upto)
+    where = " WHERE " + " AND ".join(conds) if conds else ""
     t0 = time.monotonic()
     position = _begin(conn, schema, table)
     try:  # the transaction lasts as long as the SELECT: rows are kept in memory (one chunk) and written after
@@ -114,17 +157,54 @@ def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], ke
     written = _write_parts(rows, columns, out_dir, max(limit, 1), schema, table)
     at = [c.name for c in columns].index(key.name)
     last = written.last[at] if written.last is not None else None
-    return ChunkRead(index, after, last, position, written.rows, out_dir, held, written.unrepresentable)
+    return ChunkRead(segment.index, index, after, segment.upto, last, position, written.rows, out_dir, held,
+                     f"{os.getpid()}/{threading.current_thread().name}", t0, written.unrepresentable)
 
 
-def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: str, table: str, work_dir: Path, *,
-                   chunk_rows: int, on_chunk: Callable[[ChunkRead], None] | None = None) -> ChunkedResult:
-    """Load mirror/<schema>/<table> in chunks (resuming a load an earlier attempt began); the caller records
-    ``result.begin`` in the snapshot registry. ``on_chunk`` is called after each chunk's commit."""
+# a reader's connection: one per reader process (or thread), opened when the reader starts
+_reader = threading.local()
+
+
+def _open_reader(conn_kwargs: dict[str, Any], opened: list[Any]) -> None:
+    _reader.conn = _connect(conn_kwargs)
+    opened.append(_reader.conn)   # (a thread reader's connection is closed by the load; a process's with it)
+
+
+def _read(schema: str, table: str, columns: list[ColumnSpec], key: ColumnSpec, segment: Segment, after: Any,
+          limit: int, out_dir: Path, index: int) -> ChunkRead:
+    return read_chunk(_reader.conn, schema, table, columns, key, segment, after, limit, out_dir, index)
+
+
+def _begin_load(conn: Any, spark: Any, lake: Any, schema: str, table: str, columns: list[ColumnSpec],
+                key: ColumnSpec, segments: int) -> tuple[Position, list[Any]]:
+    """B, the key's MIN and MAX as of B, the plan; the mirror emptied and marked."""
     from . import lake as L
     from . import types as T
 
+    begin = _begin(conn, schema, table)   # opened and closed at once: only its position and the key range matter
+    try:
+        cur = conn.cursor(pymysql.cursors.Cursor)
+        k = _quote(key.name)
+        cur.execute(f"SELECT MIN({k}), MAX({k}) FROM {_quote(schema)}.{_quote(table)}")
+        low, high = cur.fetchone()
+        cur.close()
+    finally:
+        conn.rollback()
+    bounds = [] if low is None else plan_bounds(int(low), int(high), segments)
+    L.begin_chunked(spark, lake, schema, table, T.arrow_schema(columns), format_position(begin), bounds)
+    return begin, bounds
+
+
+def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: str, table: str, work_dir: Path, *,
+                   chunk_rows: int, readers: int = 1,
+                   on_chunk: Callable[[ChunkRead], None] | None = None) -> ChunkedResult:
+    """Load mirror/<schema>/<table> in chunks (resuming a load an earlier attempt began); the caller records
+    ``result.begin`` in the snapshot registry. ``on_chunk`` is called after each chunk's commit."""
+    from . import lake as L
+
+    readers = max(1, readers)
     conn = _connect(conn_kwargs)
+    opened: list[Any] = []
     try:
         cur = conn.cursor(pymysql.cursors.Cursor)
         columns = table_columns(cur, schema, table)
@@ -134,68 +214,59 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
             raise SnapshotError(f"{schema}.{table}: no single-column integer primary key to load in chunks")
         progress = L.chunked_progress(spark, lake, schema, table, key.name)
         if progress is None:
-            begin = _begin(conn, schema, table)   # opened and closed at once: only its position matters
-            conn.rollback()
-            L.begin_chunked(spark, lake, schema, table, T.arrow_schema(columns), format_position(begin))
-            after: Any = None
+            # segments enough to keep every reader busy to the end (four each), none much smaller than a chunk
+            wanted = min(4 * readers, max(1, estimated_rows(conn_kwargs, schema, table) // max(chunk_rows, 1)))
+            begin, bounds = _begin_load(conn, spark, lake, schema, table, columns, key, wanted)
+            done: dict[int, Any] = {}
         else:
-            begin, after = parse_position(progress[0]), progress[1]
-        result = ChunkedResult(begin, columns, after, progress is not None)
+            begin, bounds, done = parse_position(progress.begin), progress.bounds, progress.done
+        conn.close()   # the readers have their own
+        segments = segments_of(bounds)
+        result = ChunkedResult(begin, columns, len(segments), progress is not None,
+                               {s.index: done.get(s.index, s.after) for s in segments} if progress else {})
         taken = dt.datetime.now(dt.UTC)
-        ready: queue.Queue[ChunkRead | BaseException | None] = queue.Queue(maxsize=1)
-        stop = threading.Event()
+        todo = deque((s, done.get(s.index, s.after), 0) for s in segments)
+        if readers == 1:
+            pool: Executor = ThreadPoolExecutor(1, f"chunks {schema}.{table}", _open_reader, (conn_kwargs, opened))
+        else:   # processes: a reader decodes rows in Python, so threads would share one core
+            pool = ProcessPoolExecutor(readers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_open_reader, initargs=(conn_kwargs, []))
+        running: dict[Future[ChunkRead], Segment] = {}
 
-        # the reader stays at most two chunks ahead: one waiting in the queue, one being read (three directories:
-        # the writer's, the queued chunk's, the reader's)
-        def reader() -> None:
-            nonlocal after
-            try:
-                i = 0
-                while not stop.is_set():
-                    chunk = read_chunk(conn, schema, table, columns, key, after, chunk_rows,
-                                       work_dir / f"chunk-{i % 3}", i)
-                    while not stop.is_set():
-                        try:
-                            ready.put(chunk, timeout=0.5)
-                            break
-                        except queue.Full:
-                            continue
-                    if chunk.rows < chunk_rows:
-                        break
-                    after, i = chunk.last, i + 1
-                ready.put(None)
-            except BaseException as e:  # handed to the writer, which raises it
-                ready.put(e)
+        def fill() -> None:   # up to two chunks per reader read or waiting, each of another segment
+            while todo and len(running) < 2 * readers:
+                seg, after, i = todo.popleft()
+                running[pool.submit(_read, schema, table, columns, key, seg, after, chunk_rows,
+                                    work_dir / f"s{seg.index}-c{i}", i)] = seg
 
-        thread = threading.Thread(target=reader, name=f"chunks {schema}.{table}", daemon=True)
-        thread.start()
         try:
-            while True:
-                got = ready.get()
-                if got is None:
-                    break
-                if isinstance(got, BaseException):
-                    raise got
-                if got.rows:
-                    L.append_chunk(spark, lake, schema, table, got.path, got.position.key, taken,
-                                   f"canal:snapshot-chunk:{got.index}@{format_position(got.position)}")
-                result.chunks += 1
-                result.rows += got.rows
-                result.longest_hold = max(result.longest_hold, got.held_seconds)
-                for k, v in got.unrepresentable.items():
-                    result.unrepresentable[k] = result.unrepresentable.get(k, 0) + v
-                if on_chunk is not None:
-                    on_chunk(got)
+            fill()
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    running.pop(fut)
+                    got = fut.result()   # a reader's error ends the load (the next attempt resumes)
+                    if got.rows >= chunk_rows:   # the segment goes on after this chunk, read while it is committed
+                        todo.append((segments[got.segment], got.last, got.index + 1))
+                    fill()
+                    if got.rows:
+                        L.append_chunk(spark, lake, schema, table, got.path, got.position.key, taken,
+                                       f"canal:snapshot-chunk:{got.segment}.{got.index}@{format_position(got.position)}")
+                    shutil.rmtree(got.path, ignore_errors=True)
+                    result.chunks += 1
+                    result.rows += got.rows
+                    result.readers.add(got.reader)
+                    result.longest_hold = max(result.longest_hold, got.held_seconds)
+                    for k, v in got.unrepresentable.items():
+                        result.unrepresentable[k] = result.unrepresentable.get(k, 0) + v
+                    if on_chunk is not None:
+                        on_chunk(got)
         finally:
-            stop.set()
-            while thread.is_alive():   # unblock a reader waiting to hand over its chunk
-                try:
-                    ready.get(timeout=0.2)
-                except queue.Empty:
-                    pass
-            thread.join()
+            pool.shutdown(wait=True, cancel_futures=True)
         L.finish_chunked(spark, lake, schema, table, begin.key)
     finally:
-        conn.close()
+        for c in [conn, *opened]:
+            if c.open:
+                c.close()
         shutil.rmtree(work_dir, ignore_errors=True)
     return result

@@ -163,3 +163,9 @@ def test_snapshot_settings(tmp_path: Path) -> None:
     with pytest.raises(PipelineConfigError) as e:
         load_config(write(tmp_path, "destination: shop\nsnapshot: {chunk_rows: -1}\n"), env={})
     assert e.value.key == "snapshot.chunk_rows"
+    assert parse_config({}).snapshot.readers == 2
+    assert load_config(write(tmp_path, "destination: shop\nsnapshot: {readers: 1}\n"), env={}).snapshot.readers == 1
+    for bad in (0, 65):
+        with pytest.raises(PipelineConfigError) as e:
+            load_config(write(tmp_path, f"destination: shop\nsnapshot: {{readers: {bad}}}\n"), env={})
+        assert e.value.key == "snapshot.readers" and "[1, 64]" in str(e.value)

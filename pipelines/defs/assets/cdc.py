@@ -185,19 +185,23 @@ def mirror_in_chunks(context: AssetExecutionContext, config: PipelineConfig, nam
     t0 = time.monotonic()
     r = load_in_chunks(spark.session(), lake.lake(config.lake_subdir), config.conn_kwargs(), schema, table,
                        snapshot_data_dir(config, context.run.run_id) / name, chunk_rows=config.snapshot.chunk_rows,
+                       readers=config.snapshot.readers,
                        on_chunk=lambda c: context.log.info(
-                           f"{name}: chunk {c.index} ({c.after}, {c.last}]: {c.rows} rows at "
+                           f"{name}: chunk {c.segment}.{c.index} ({c.after}, {c.last}]: {c.rows} rows at "
                            f"{format_position(c.position)}, transaction open {c.held_seconds:.2f} s"))
     registry_for(config).record_snapshot(name, format_position(r.begin), r.begin.key, r.rows, context.run.run_id)
     took = time.monotonic() - t0
-    context.log.info(f"{name}: loaded in chunks of {config.snapshot.chunk_rows} rows: {r.rows} rows in {r.chunks} "
-                     f"chunks{' (resumed after key ' + str(r.resumed_after) + ')' if r.resumed else ''}, longest "
+    resumed = ", ".join(f"{s}: {k}" for s, k in sorted(r.resumed_after.items())) if r.resumed else "-"
+    context.log.info(f"{name}: loaded in chunks of {config.snapshot.chunk_rows} rows by {len(r.readers)} readers: "
+                     f"{r.rows} rows in {r.chunks} chunks over {r.segments} key segments"
+                     f"{' (resumed, by segment after key: ' + resumed + ')' if r.resumed else ''}, longest "
                      f"source transaction {r.longest_hold:.2f} s; the stream catches up from "
                      f"{format_position(r.begin)}")
     return MaterializeResult(metadata={
         "rows_inserted": r.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": r.rows,
-        "snapshot_chunks": r.chunks, "chunk_rows": config.snapshot.chunk_rows,
-        "resumed_after_key": MetadataValue.text("-" if not r.resumed else str(r.resumed_after)),
+        "snapshot_chunks": r.chunks, "chunk_rows": config.snapshot.chunk_rows, "key_segments": r.segments,
+        "readers": len(r.readers),
+        "resumed_after_keys": MetadataValue.text(resumed),
         "longest_source_transaction_seconds": round(r.longest_hold, 3),
         "binlog_position": MetadataValue.text(format_position(r.begin)),
         "rows_per_second": round(r.rows / took, 1) if took > 0 else 0.0,

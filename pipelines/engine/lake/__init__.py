@@ -50,6 +50,7 @@ from .mirror import (
 )
 from .results import MirrorResult, TableState
 from .snapshot_chunks import (
+    PROP_CHUNK_PLAN,
     PROP_CHUNKED,
     append_chunk,
     begin_chunked,
@@ -63,6 +64,7 @@ __all__ = [
     "MERGE_SOURCE_MATERIALIZE",
     "MIRROR_META",
     "PROP_CHUNKED",
+    "PROP_CHUNK_PLAN",
     "PROP_DROPPED",
     "PROP_EMPTIED",
     "KeylessRemergeError",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MIRROR_META = (COL_POS, COL_ROW, COL_TS)
 # table property marking a mirror whose source table was dropped (value: the DROP's order key)
 PROP_CHUNKED = "canal.snapshot.chunked"   # a chunked load under way (lake.snapshot_chunks): its begin position
+PROP_CHUNK_PLAN = "canal.snapshot.chunked.plan"   # ... and its key segments' upper bounds (JSON list)
 PROP_DROPPED = "canal.dropped"
 # table property: the order key of the last TRUNCATE / DROP TABLE / RENAME away that emptied the mirror
 PROP_EMPTIED = "canal.emptied"

@@ -25,7 +25,7 @@ from ..window import (
 )
 from .delta_log import read_table_version, read_version, table_state
 from .delta_sql import _col, _create_table, _merge, _q, _read_staged, _retry_concurrent, _spark_schema, _sql_str, _txn
-from .layout import PROP_CHUNKED, PROP_DROPPED, PROP_EMPTIED, Lake, LakeError, _file, mirror_app_id
+from .layout import PROP_CHUNK_PLAN, PROP_CHUNKED, PROP_DROPPED, PROP_EMPTIED, Lake, LakeError, _file, mirror_app_id
 from .results import MirrorResult, TableState
 from .schema_evolution import _evolve_frame, _evolve_table, _plan_schema, _SchemaPlan
 from .window_ddl import _Ddl, _table_ddl, mirror_tables, rename_statements
@@ -461,7 +461,7 @@ def write_snapshot(spark: SparkSession, lake: Lake, schema: str, table: str,
     if PROP_DROPPED in state.properties:
         _clear_dropped(spark, path)
     if PROP_CHUNKED in state.properties:  # a chunked load left unfinished: this snapshot replaces it
-        spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PROP_CHUNKED}')")
+        spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PROP_CHUNKED}', '{PROP_CHUNK_PLAN}')")
     after = table_state(spark, path, app)
     log.info("%s.%s: snapshot at %s written (Delta version %s)", schema, table, position_key, after.version)
     return after.version

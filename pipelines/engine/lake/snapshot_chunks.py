@@ -1,24 +1,27 @@
 """A mirror loaded in key-range chunks (pipelines.engine.chunked_snapshot): the Delta side.
 
 While a chunked load is under way the mirror carries the table property ``canal.snapshot.chunked`` = the binlog
-position ("file:offset") read when the load began, before its first chunk. Each chunk is one append commit of
-rows whose ``_canal_pos`` is that chunk's own snapshot position (minus one, as write_snapshot does); chunks cover
-ascending, disjoint key ranges and nothing else writes the mirror meanwhile (its table is pending a snapshot, and
-the writer pool holds window steps back), so the largest key in the mirror says where the next chunk starts,
-whatever happened between a commit and a crash. ``finish_chunked`` records the begin position as the mirror's
-txn version and clears the property: the stream's catch-up from there applies every later change, and the per-row
-guard (``_canal_pos``) drops the ones a chunk already saw.
+position ("file:offset") read when the load began, before its first chunk, and ``canal.snapshot.chunked.plan`` =
+the upper bounds of the key segments the load was cut into (set in one commit). Each chunk is one append commit of
+rows whose ``_canal_pos`` is that chunk's own snapshot position (minus one, as write_snapshot does); a segment's
+chunks cover ascending, disjoint key ranges, committed in that order, and nothing else writes the mirror meanwhile
+(its table is pending a snapshot, and the writer pool holds window steps back), so the largest key in a segment
+says where its next chunk starts, whatever happened between a commit and a crash. ``finish_chunked`` records the
+begin position as the mirror's txn version and clears the properties: the stream's catch-up from there applies
+every later change, and the per-row guard (``_canal_pos``) drops the ones a chunk already saw.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .delta_log import is_delta_table, table_state
 from .delta_sql import _q, _retry_concurrent, _txn
-from .layout import PROP_CHUNKED, Lake, mirror_app_id
+from .layout import PROP_CHUNK_PLAN, PROP_CHUNKED, Lake, mirror_app_id
 from .mirror import snapshot_frame
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,22 +36,41 @@ def chunked_begin(spark: SparkSession, lake: Lake, schema: str, table: str) -> s
     return table_state(spark, path, mirror_app_id(schema, table)).properties.get(PROP_CHUNKED) or None
 
 
-def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, key: str) -> tuple[str, Any] | None:
-    """A chunked load under way: (its begin position "file:offset", the largest key written, None before the first
-    chunk); None when no chunked load is under way."""
+@dataclass(frozen=True, slots=True)
+class ChunkedProgress:
+    begin: str                   # the load's begin position, "file:offset"
+    bounds: list[Any]            # the key segments' upper bounds (segment i is (bounds[i-1], bounds[i]]); a load
+                                 # begun without a plan: [None], one segment over every key
+    done: dict[int, Any]         # segment -> the largest key written in it (segments with nothing written: absent)
+
+
+def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, key: str) -> ChunkedProgress | None:
+    """A chunked load under way: its begin position, its segments and how far each got; else None. Each segment's
+    chunks are committed in key order, so its largest key written is where it goes on."""
     from pyspark.sql import functions as F
 
-    begin = chunked_begin(spark, lake, schema, table)
-    if begin is None:
-        return None
     path = lake.mirror_path(schema, table)
-    row = spark.read.format("delta").load(path).agg(F.max(F.col(_q(key))).alias("k")).first()
-    return begin, (row["k"] if row is not None else None)
+    if not is_delta_table(spark, path):
+        return None
+    props = table_state(spark, path, mirror_app_id(schema, table)).properties
+    begin = props.get(PROP_CHUNKED)
+    if not begin:
+        return None
+    plan = props.get(PROP_CHUNK_PLAN)
+    bounds: list[Any] = json.loads(plan) if plan else [None]
+    k = F.col(_q(key))
+    segment: Any = F.lit(len(bounds) - 1)
+    for i in reversed(range(len(bounds) - 1)):
+        segment = F.when(k <= F.lit(bounds[i]), F.lit(i)).otherwise(segment)
+    rows = (spark.read.format("delta").load(path).where(k.isNotNull()).groupBy(segment.alias("s"))
+            .agg(F.max(k).alias("k")).collect())
+    return ChunkedProgress(begin, bounds, {int(r["s"]): r["k"] for r in rows})
 
 
 def begin_chunked(spark: SparkSession, lake: Lake, schema: str, table: str, arrow_schema: pa.Schema,
-                  begin: str) -> None:
-    """An empty mirror of the table's columns, marked as loading in chunks from ``begin``."""
+                  begin: str, bounds: list[Any]) -> None:
+    """An empty mirror of the table's columns, marked as loading in chunks from ``begin`` over the key segments
+    whose upper bounds are ``bounds``."""
     import pyarrow as pa
 
     path = lake.mirror_path(schema, table)
@@ -59,7 +81,9 @@ def begin_chunked(spark: SparkSession, lake: Lake, schema: str, table: str, arro
         w = w.options(**lake.mirror_properties())
     with _txn(spark, None, None, f"canal:snapshot-chunked:begin@{begin}"):
         _retry_concurrent(lambda: w.save(path), f"chunked snapshot into {path}")
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{PROP_CHUNKED}' = '{begin}')")
+    plan = json.dumps(bounds, separators=(",", ":"))
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{PROP_CHUNK_PLAN}' = '{plan}', "
+              f"'{PROP_CHUNKED}' = '{begin}')")
 
 
 def append_chunk(spark: SparkSession, lake: Lake, schema: str, table: str, parts: str | Path, position_key: int,
@@ -78,5 +102,5 @@ def finish_chunked(spark: SparkSession, lake: Lake, schema: str, table: str, beg
     df = spark.read.format("delta").load(path).limit(0)
     with _txn(spark, app, begin_key - 1, f"canal:snapshot-chunked:done@{begin_key}"):
         df.write.format("delta").mode("append").save(path)
-    spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PROP_CHUNKED}')")
+    spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{PROP_CHUNKED}', '{PROP_CHUNK_PLAN}')")
     return table_state(spark, path, app).version
