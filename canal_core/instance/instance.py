@@ -108,6 +108,9 @@ class CanalInstance(Destination):
         self.parser.start()
 
     def stop(self) -> None:
+        # the store closes before the parser is joined: a put waiting for room (no client reading) wakes on it
+        self.parser.request_stop()
+        self.store.close()
         self.parser.stop()
         super().stop()
 
@@ -223,6 +226,9 @@ class GroupCanalInstance(Destination):
 
     def stop(self) -> None:
         self.group.close()
+        for p in self.parsers:
+            p.request_stop()
+        self.store.close()   # wakes a put waiting for room (see CanalInstance.stop)
         for p in self.parsers:
             p.stop()
         super().stop()

@@ -212,9 +212,14 @@ class EventParser:
                                               daemon=True)
             self._detector.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def request_stop(self) -> None:
+        """Ask the parser to stop without waiting: the dump's connection is closed; a put waiting for room in the
+        store wakes when the store closes (the instance closes it next, then joins with ``stop``)."""
         self._stop.set()
         self._close_conn()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.request_stop()
         for t in (self._thread, self._detector):
             if t is not None and t is not threading.current_thread():
                 t.join(timeout)
@@ -232,6 +237,10 @@ class EventParser:
         try:
             self._run()
         except Exception as e:  # a bug or an unexpected failure ends the thread: say so, never look started
+            if self._stop.is_set():   # e.g. the store closed under a waiting put: how a stop wakes the parser
+                log.info("%s: the parser stopped (%s: %s, on its way out)", self.config.destination,
+                         type(e).__name__, e)
+                return
             self._health.failed(e, retrying=False)
             log.exception("%s: the parser stopped on an unexpected error", self.config.destination)
         finally:

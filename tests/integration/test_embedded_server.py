@@ -177,3 +177,37 @@ def test_a_restart_before_any_ack_reads_from_the_first_start(mariadb_settings: A
     finally:
         server.stop_all()
     assert got == list(range(1, 9)), got
+
+
+def test_stop_while_the_parser_waits_for_room_is_prompt_and_quiet(mariadb_settings: Any, admin_conn: Any, table: str,
+                                                                   tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """No client reads: the parser fills the store (4 events) and waits in its put. Stopping the instance wakes
+    that put at once (not after the parser's join timeout) and logs no error: a shutdown is not a failure."""
+    conf = write_conf(tmp_path, "canal.destinations = example\n"
+                      f"canal.file.data.dir = {tmp_path / 'data'}\n"
+                      "canal.instance.memory.buffer.size = 4\n"
+                      "canal.instance.memory.batch.mode = ITEMSIZE\n",
+                      {"example": source(mariadb_settings.port, "canal_test\\\\.inst_.*")})
+    inst = _instance(conf)
+    inst.start()
+    try:
+        time.sleep(0.7)  # the parser has located the current end
+        with admin_conn.cursor() as cur:
+            for i in range(1, 21):
+                cur.execute("INSERT INTO canal_test.inst_t VALUES (%s, 'x')", (i,))
+        deadline = time.monotonic() + 15
+        while inst.store.put_seq < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        full = inst.store.put_seq
+        time.sleep(1)   # 20 transactions to deliver, room for one or two: the parser waits in its put
+        assert 3 <= inst.store.put_seq == full <= 4 and inst.parser.running, (full, inst.parser.health)
+    finally:
+        caplog.clear()
+        t0 = time.monotonic()
+        inst.stop()
+        took = time.monotonic() - t0
+    assert took < 3, f"stop took {took:.1f} s"
+    assert not inst.parser.running
+    errors = [r for r in caplog.records if r.levelno >= 40]
+    assert errors == [], [r.getMessage() for r in errors]
