@@ -170,6 +170,29 @@ def _open_reader(conn_kwargs: dict[str, Any], opened: list[Any]) -> None:
     opened.append(_reader.conn)   # (a thread reader's connection is closed by the load; a process's with it)
 
 
+def _open_reader_process(conn_kwargs: dict[str, Any], parent: int) -> None:
+    threading.Thread(target=_exit_with, args=(parent,), name="exit with the load", daemon=True).start()
+    _open_reader(conn_kwargs, [])
+
+
+def _exit_with(parent: int) -> None:
+    # a pool's processes outlive a parent that is killed (SIGKILL, OOM): each would keep its connection, and wait,
+    # forever. A reader ends within half a second of its parent (mid-SELECT too: the server rolls its read back).
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def reader_pool(readers: int, conn_kwargs: dict[str, Any], opened: list[Any], name: str) -> Executor:
+    """``readers`` reader processes (spawned: the load's process runs Spark's gateway threads, unsafe to fork),
+    or one thread when 1; each opens its own connection. A thread's connection lands in ``opened``."""
+    if readers == 1:
+        return ThreadPoolExecutor(1, name, _open_reader, (conn_kwargs, opened))
+    # processes: a reader decodes rows in Python, so threads would share one core
+    return ProcessPoolExecutor(readers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_open_reader_process, initargs=(conn_kwargs, os.getpid()))
+
+
 def _read(schema: str, table: str, columns: list[ColumnSpec], key: ColumnSpec, segment: Segment, after: Any,
           limit: int, out_dir: Path, index: int) -> ChunkRead:
     return read_chunk(_reader.conn, schema, table, columns, key, segment, after, limit, out_dir, index)
@@ -226,11 +249,7 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
                                {s.index: done.get(s.index, s.after) for s in segments} if progress else {})
         taken = dt.datetime.now(dt.UTC)
         todo = deque((s, done.get(s.index, s.after), 0) for s in segments)
-        if readers == 1:
-            pool: Executor = ThreadPoolExecutor(1, f"chunks {schema}.{table}", _open_reader, (conn_kwargs, opened))
-        else:   # processes: a reader decodes rows in Python, so threads would share one core
-            pool = ProcessPoolExecutor(readers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_open_reader, initargs=(conn_kwargs, []))
+        pool = reader_pool(readers, conn_kwargs, opened, f"chunks {schema}.{table}")
         running: dict[Future[ChunkRead], Segment] = {}
 
         def fill() -> None:   # up to two chunks per reader read or waiting, each of another segment
