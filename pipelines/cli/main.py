@@ -224,8 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         _say(str(e))
         return 2
     dagster_home = Path(os.environ.get("DAGSTER_HOME") or DAGSTER_HOME)
-    inst = cfg.instance_config()
-    _say(f"source: MariaDB at {inst.master_address} ({inst.conf_file})")
+    every = cfg.per_destination()
+    for one in every:   # several destinations (conf destinations:): each one's source
+        inst = one.instance_config()
+        _say(f"source{' of ' + one.destination if len(every) > 1 else ''}: MariaDB at {inst.master_address} "
+             f"({inst.conf_file})")
     fresh = args.reset or not cfg.state_dir.exists()
     if args.no_demo:
         if fresh:
@@ -272,7 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.headless:
             rc = _headless(cfg, args, sup, layout, spark.url if spark else cfg.spark.remote)
         else:
-            _say("the canal sensor is on; Ctrl-C (or SIGTERM) stops everything")
+            from ..defs.assets.keys import sensor_name
+
+            names = ", ".join(sensor_name(one) for one in every)
+            _say(f"the canal sensor{'s are' if len(every) > 1 else ' is'} on ({names}); Ctrl-C (or SIGTERM) stops "
+                 "everything")
             while True:
                 time.sleep(3600)
     except Stopped as e:
