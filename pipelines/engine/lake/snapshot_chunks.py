@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +62,17 @@ def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, k
     k = F.col(_q(key))
     segment: Any = F.lit(len(bounds) - 1)
     for i in reversed(range(len(bounds) - 1)):
-        segment = F.when(k <= F.lit(bounds[i]), F.lit(i)).otherwise(segment)
+        segment = F.when(k <= _key_literal(bounds[i]), F.lit(i)).otherwise(segment)
     rows = (spark.read.format("delta").load(path).where(k.isNotNull()).groupBy(segment.alias("s"))
             .agg(F.max(k).alias("k")).collect())
     return ChunkedProgress(begin, bounds, {int(r["s"]): r["k"] for r in rows})
+
+
+def _key_literal(key: int) -> Any:
+    """A key as a Spark literal: BIGINT UNSIGNED keys past 2^63 (DECIMAL(20,0) in the mirror) do not fit a long."""
+    from pyspark.sql import functions as F
+
+    return F.lit(key) if -(2**63) <= key < 2**63 else F.lit(Decimal(key))
 
 
 def begin_chunked(spark: SparkSession, lake: Lake, schema: str, table: str, arrow_schema: pa.Schema,
