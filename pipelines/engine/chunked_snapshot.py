@@ -37,6 +37,9 @@ integer order is the same in both); other tables use the whole-table snapshot.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
+import logging
 import multiprocessing
 import os
 import re
@@ -54,6 +57,8 @@ import pymysql
 
 from .snapshot import SnapshotError, _begin, _connect, _fresh_dir, _quote, _write_parts, table_columns
 from .window import ColumnSpec, Position, format_position, parse_position
+
+log = logging.getLogger(__name__)
 
 _INTEGER = re.compile(r"^(tiny|small|medium|big)?int\b", re.IGNORECASE)
 
@@ -88,6 +93,7 @@ class ChunkedResult:
     segments: int
     resumed: bool              # this attempt continued a load an earlier one began
     resumed_after: dict[int, Any] = field(default_factory=dict)  # segment -> the key this attempt started after
+    restarted: bool = False    # an unfinished load was started again from scratch (the columns changed)
     chunks: int = 0            # read by this attempt
     rows: int = 0
     readers: set[str] = field(default_factory=set)
@@ -214,8 +220,15 @@ def _begin_load(conn: Any, spark: Any, lake: Any, schema: str, table: str, colum
     finally:
         conn.rollback()
     bounds = [] if low is None else plan_bounds(int(low), int(high), segments)
-    L.begin_chunked(spark, lake, schema, table, T.arrow_schema(columns), format_position(begin), bounds)
+    L.begin_chunked(spark, lake, schema, table, T.arrow_schema(columns), format_position(begin), bounds,
+                    columns_digest(columns))
     return begin, bounds
+
+
+def columns_digest(columns: list[ColumnSpec]) -> str:
+    """What a load's chunks must agree on: the columns' names, types and key, in order."""
+    text = json.dumps([[c.name, c.mysql_type, c.is_key] for c in columns])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: str, table: str, work_dir: Path, *,
@@ -236,6 +249,11 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
         if key is None:
             raise SnapshotError(f"{schema}.{table}: no single-column integer primary key to load in chunks")
         progress = L.chunked_progress(spark, lake, schema, table, key.name)
+        restarted = progress is not None and progress.columns not in ("", columns_digest(columns))
+        if restarted:   # a DDL since the load began: chunks of two shapes do not make one table; start again
+            log.warning("%s.%s: the table's columns changed since its chunked load began at %s: loading it again "
+                        "from the start", schema, table, progress.begin if progress else "")
+            progress = None
         if progress is None:
             # segments enough to keep every reader busy to the end (four each), none much smaller than a chunk
             wanted = min(4 * readers, max(1, estimated_rows(conn_kwargs, schema, table) // max(chunk_rows, 1)))
@@ -246,7 +264,8 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
         conn.close()   # the readers have their own
         segments = segments_of(bounds)
         result = ChunkedResult(begin, columns, len(segments), progress is not None,
-                               {s.index: done.get(s.index, s.after) for s in segments} if progress else {})
+                               {s.index: done.get(s.index, s.after) for s in segments} if progress else {},
+                               restarted=restarted)
         taken = dt.datetime.now(dt.UTC)
         todo = deque((s, done.get(s.index, s.after), 0) for s in segments)
         pool = reader_pool(readers, conn_kwargs, opened, f"chunks {schema}.{table}")

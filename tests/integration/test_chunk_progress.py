@@ -1,6 +1,7 @@
 """Where a chunked load stands (pipelines.engine.lake.snapshot_chunks.chunked_progress), read from a real Delta
 mirror: per key segment, the largest key written in it. BIGINT UNSIGNED keys beyond 2^63 (the mirror's
-DECIMAL(20,0)) are compared exactly: a resume must not fail on them."""
+DECIMAL(20,0)) are compared exactly: a resume must not fail on them. And a load whose table changed its columns
+while it was unfinished starts again instead of appending chunks of another shape."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from typing import Any
 
 import pytest
 
+from pipelines.engine import chunked_snapshot as C
 from pipelines.engine import lake as L
 from pipelines.engine import types as T
+from pipelines.engine.reconcile import table_columns
 from pipelines.engine.snapshot import _write_parts
 from pipelines.engine.window import ColumnSpec
+from tests.integration.pipeline_driver import mirror_rows, source_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
@@ -25,7 +29,8 @@ def test_progress_per_segment(spark: Any, tmp_path: Path, mysql_type: str, base:
     cols = [ColumnSpec("id", mysql_type, True), ColumnSpec("v", "varchar(10)")]
     lake = L.Lake(str(tmp_path / "lake"))
     # segments (-inf, base + 5], (base + 5, base + 100]
-    L.begin_chunked(spark, lake, "s", "t", T.arrow_schema(cols), "mysql-bin.000001:4", [base + 5, base + 100])
+    L.begin_chunked(spark, lake, "s", "t", T.arrow_schema(cols), "mysql-bin.000001:4", [base + 5, base + 100],
+                    C.columns_digest(cols))
     for i, keys in enumerate(([base + 1, base + 3], [base + 6, base + 40])):
         parts = tmp_path / f"chunk{i}"
         parts.mkdir()
@@ -33,7 +38,41 @@ def test_progress_per_segment(spark: Any, tmp_path: Path, mysql_type: str, base:
         L.append_chunk(spark, lake, "s", "t", parts, 100 + i, dt.datetime.now(dt.UTC), f"test chunk {i}")
     got = L.chunked_progress(spark, lake, "s", "t", "id")
     assert got is not None
-    assert (got.begin, got.bounds) == ("mysql-bin.000001:4", [base + 5, base + 100])
+    assert (got.begin, got.bounds, got.columns) == ("mysql-bin.000001:4", [base + 5, base + 100],
+                                                    C.columns_digest(cols))
     assert {s: int(k) for s, k in got.done.items()} == {0: base + 3, 1: base + 40}
     L.finish_chunked(spark, lake, "s", "t", 4)
     assert L.chunked_progress(spark, lake, "s", "t", "id") is None
+
+
+def test_a_table_changed_during_its_load_is_loaded_again(mariadb_settings: Any, admin_conn: Any, spark: Any,
+                                                          tmp_path: Path) -> None:
+    schema = "canal_chunk_ddl"
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {schema}")
+        cur.execute(f"CREATE DATABASE {schema}")
+        cur.execute(f"CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(20))")
+        cur.execute(f"INSERT INTO {schema}.t SELECT seq, seq % 5, CONCAT('b', seq) FROM {schema}.seq_1_to_3000")
+    lake, kw = L.Lake(str(tmp_path / "lake")), mariadb_settings.repl_kwargs()
+    commits: list[int] = []
+
+    def die_after_two(c: C.ChunkRead) -> None:
+        commits.append(c.rows)
+        if len(commits) == 2:
+            raise RuntimeError("the load dies here (test)")
+
+    with pytest.raises(RuntimeError, match="dies here"):
+        C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1,
+                         on_chunk=die_after_two)
+    assert commits == [500, 500]
+    with admin_conn.cursor() as cur:   # while the load is unfinished: a column renamed, another dropped
+        cur.execute(f"ALTER TABLE {schema}.t CHANGE b c VARCHAR(20), DROP COLUMN a")
+    r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1)
+    assert (r.restarted, r.resumed, r.rows) == (True, False, 3000)
+    cols = table_columns(kw, schema, "t")
+    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
+    assert got == source_rows(mariadb_settings, schema, "t", cols) and len(got) == 3000
+    names = set(spark.read.format("delta").load(lake.mirror_path(schema, "t")).columns)
+    assert {"id", "c"} <= names and not {"a", "b"} & names, names
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {schema}")

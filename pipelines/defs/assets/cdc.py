@@ -194,14 +194,16 @@ def mirror_in_chunks(context: AssetExecutionContext, config: PipelineConfig, nam
     resumed = ", ".join(f"{s}: {k}" for s, k in sorted(r.resumed_after.items())) if r.resumed else "-"
     context.log.info(f"{name}: loaded in chunks of {config.snapshot.chunk_rows} rows by {len(r.readers)} readers: "
                      f"{r.rows} rows in {r.chunks} chunks over {r.segments} key segments"
-                     f"{' (resumed, by segment after key: ' + resumed + ')' if r.resumed else ''}, longest "
+                     f"{' (resumed, by segment after key: ' + resumed + ')' if r.resumed else ''}"
+                     f"{' (started again: the columns changed since the unfinished load began)' if r.restarted else ''}"
+                     f", longest "
                      f"source transaction {r.longest_hold:.2f} s; the stream catches up from "
                      f"{format_position(r.begin)}")
     return MaterializeResult(metadata={
         "rows_inserted": r.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": r.rows,
         "snapshot_chunks": r.chunks, "chunk_rows": config.snapshot.chunk_rows, "key_segments": r.segments,
         "readers": len(r.readers),
-        "resumed_after_keys": MetadataValue.text(resumed),
+        "resumed_after_keys": MetadataValue.text(resumed), "restarted_for_changed_columns": r.restarted,
         "longest_source_transaction_seconds": round(r.longest_hold, 3),
         "binlog_position": MetadataValue.text(format_position(r.begin)),
         "rows_per_second": round(r.rows / took, 1) if took > 0 else 0.0,

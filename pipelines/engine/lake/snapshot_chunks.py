@@ -2,7 +2,8 @@
 
 While a chunked load is under way the mirror carries the table property ``canal.snapshot.chunked`` = the binlog
 position ("file:offset") read when the load began, before its first chunk, and ``canal.snapshot.chunked.plan`` =
-the upper bounds of the key segments the load was cut into (set in one commit). Each chunk is one append commit of
+the upper bounds of the key segments the load was cut into and a digest of the table's columns then (set in one
+commit). Each chunk is one append commit of
 rows whose ``_canal_pos`` is that chunk's own snapshot position (minus one, as write_snapshot does); a segment's
 chunks cover ascending, disjoint key ranges, committed in that order, and nothing else writes the mirror meanwhile
 (its table is pending a snapshot, and the writer pool holds window steps back), so the largest key in a segment
@@ -42,6 +43,7 @@ class ChunkedProgress:
     begin: str                   # the load's begin position, "file:offset"
     bounds: list[Any]            # the key segments' upper bounds (segment i is (bounds[i-1], bounds[i]]); a load
                                  # begun without a plan: [None], one segment over every key
+    columns: str                 # the digest of the columns the load began with ("": not recorded)
     done: dict[int, Any]         # segment -> the largest key written in it (segments with nothing written: absent)
 
 
@@ -57,15 +59,17 @@ def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, k
     begin = props.get(PROP_CHUNKED)
     if not begin:
         return None
-    plan = props.get(PROP_CHUNK_PLAN)
-    bounds: list[Any] = json.loads(plan) if plan else [None]
+    plan = json.loads(props.get(PROP_CHUNK_PLAN) or "{}")
+    if isinstance(plan, list):   # a plan of bounds alone
+        plan = {"bounds": plan}
+    bounds: list[Any] = plan.get("bounds", [None])
     k = F.col(_q(key))
     segment: Any = F.lit(len(bounds) - 1)
     for i in reversed(range(len(bounds) - 1)):
         segment = F.when(k <= _key_literal(bounds[i]), F.lit(i)).otherwise(segment)
     rows = (spark.read.format("delta").load(path).where(k.isNotNull()).groupBy(segment.alias("s"))
             .agg(F.max(k).alias("k")).collect())
-    return ChunkedProgress(begin, bounds, {int(r["s"]): r["k"] for r in rows})
+    return ChunkedProgress(begin, bounds, str(plan.get("columns", "")), {int(r["s"]): r["k"] for r in rows})
 
 
 def _key_literal(key: int) -> Any:
@@ -76,9 +80,9 @@ def _key_literal(key: int) -> Any:
 
 
 def begin_chunked(spark: SparkSession, lake: Lake, schema: str, table: str, arrow_schema: pa.Schema,
-                  begin: str, bounds: list[Any]) -> None:
+                  begin: str, bounds: list[Any], columns: str) -> None:
     """An empty mirror of the table's columns, marked as loading in chunks from ``begin`` over the key segments
-    whose upper bounds are ``bounds``."""
+    whose upper bounds are ``bounds``, of the columns whose digest is ``columns``."""
     import pyarrow as pa
 
     path = lake.mirror_path(schema, table)
@@ -89,7 +93,7 @@ def begin_chunked(spark: SparkSession, lake: Lake, schema: str, table: str, arro
         w = w.options(**lake.mirror_properties())
     with _txn(spark, None, None, f"canal:snapshot-chunked:begin@{begin}"):
         _retry_concurrent(lambda: w.save(path), f"chunked snapshot into {path}")
-    plan = json.dumps(bounds, separators=(",", ":"))
+    plan = json.dumps({"bounds": bounds, "columns": columns}, separators=(",", ":"))   # ints and hex: no quoting
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{PROP_CHUNK_PLAN}' = '{plan}', "
               f"'{PROP_CHUNKED}' = '{begin}')")
 
