@@ -157,6 +157,14 @@ def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], ke
                      args)
         rows = list(scur)
         scur.close()
+        # still inside the transaction, whose metadata lock holds off any DDL since the SELECT began: the columns
+        # the rows have are the ones the load began with, or the load stops here (the next attempt starts again)
+        ccur = conn.cursor(pymysql.cursors.Cursor)
+        now = table_columns(ccur, schema, table)
+        ccur.close()
+        if columns_digest(now) != columns_digest(columns):
+            raise SnapshotError(f"{schema}.{table}: the table's columns changed during its chunked load (a DDL); "
+                                "the next attempt loads it again from the start")
     finally:
         conn.rollback()
     held = time.monotonic() - t0

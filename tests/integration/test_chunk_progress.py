@@ -76,3 +76,33 @@ def test_a_table_changed_during_its_load_is_loaded_again(mariadb_settings: Any, 
     assert {"id", "c"} <= names and not {"a", "b"} & names, names
     with admin_conn.cursor() as cur:
         cur.execute(f"DROP DATABASE {schema}")
+
+
+def test_a_ddl_during_a_load_stops_it_before_rows_of_another_shape(mariadb_settings: Any, admin_conn: Any,
+                                                                    spark: Any, tmp_path: Path) -> None:
+    schema = "canal_chunk_ddl2"
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {schema}")
+        cur.execute(f"CREATE DATABASE {schema}")
+        cur.execute(f"CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(20))")
+        cur.execute(f"INSERT INTO {schema}.t SELECT seq, seq % 5, CONCAT('b', seq) FROM {schema}.seq_1_to_3000")
+    lake, kw = L.Lake(str(tmp_path / "lake")), mariadb_settings.repl_kwargs()
+    altered: list[int] = []
+
+    def alter_after_the_first(c: C.ChunkRead) -> None:   # a's values become text that is no integer
+        if not altered:
+            altered.append(c.index)
+            with admin_conn.cursor() as cur:
+                cur.execute(f"ALTER TABLE {schema}.t MODIFY a VARCHAR(20)")
+                cur.execute(f"UPDATE {schema}.t SET a = CONCAT('x', id)")
+
+    with pytest.raises(C.SnapshotError, match="columns changed during its chunked load"):
+        C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1,
+                         on_chunk=alter_after_the_first)
+    r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1)
+    assert (r.restarted, r.rows, r.unrepresentable) == (True, 3000, {})
+    cols = table_columns(kw, schema, "t")
+    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
+    assert got == source_rows(mariadb_settings, schema, "t", cols) and got[(7,)]["a"] == "x7"
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {schema}")
