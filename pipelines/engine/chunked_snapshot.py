@@ -77,6 +77,8 @@ class ChunkRead:
     reader: str = ""           # the process and thread that read it
     started: float = 0.0       # time.monotonic() when its transaction began (one clock for every process)
     unrepresentable: dict[str, int] = field(default_factory=dict)
+    more: bool = False         # the segment goes on after this chunk (it ended at its row limit or byte bound)
+    bytes: int = 0             # the rows' size as read (an estimate: what the reader held in memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,7 @@ class ChunkedResult:
     rows: int = 0
     readers: set[str] = field(default_factory=set)
     longest_hold: float = 0.0  # seconds, the longest any chunk transaction stayed open
+    largest_chunk_bytes: int = 0
     unrepresentable: dict[str, int] = field(default_factory=dict)
 
 
@@ -121,21 +124,31 @@ def segments_of(bounds: list[Any]) -> list[Segment]:
 
 def estimated_rows(conn_kwargs: dict[str, Any], schema: str, table: str) -> int:
     """InnoDB's estimate of the table's rows (information_schema.TABLES), 0 when unknown."""
+    return _table_stats(conn_kwargs, schema, table)[0]
+
+
+def _table_stats(conn_kwargs: dict[str, Any], schema: str, table: str) -> tuple[int, int]:
+    """InnoDB's estimates of the table's rows and average row length in bytes (0 when unknown)."""
     conn = pymysql.connect(**conn_kwargs)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                        (schema, table))
+            cur.execute("SELECT TABLE_ROWS, AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s", (schema, table))
             row = cur.fetchone()
     finally:
         conn.close()
-    return int(row[0] or 0) if row else 0
+    return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
+
+
+def _row_bytes(row: tuple[Any, ...]) -> int:
+    return sum(len(v) if isinstance(v, (bytes, bytearray, str)) else 8 for v in row) + 64
 
 
 def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], key: ColumnSpec, segment: Segment,
-               after: Any, limit: int, out_dir: Path, index: int) -> ChunkRead:
+               after: Any, limit: int, out_dir: Path, index: int, max_bytes: int = 0) -> ChunkRead:
     """Chunk ``index`` of ``segment``: up to ``limit`` rows with ``after`` < key <= the segment's bound in key order,
-    in a consistent transaction of its own (the rows as of its position), written as Parquet under ``out_dir``."""
+    in a consistent transaction of its own (the rows as of its position), written as Parquet under ``out_dir``.
+    The chunk also ends once its rows hold ``max_bytes`` (0: no bound): what a reader keeps in memory."""
     from . import types as T
 
     out_dir = _fresh_dir(out_dir)
@@ -155,7 +168,13 @@ def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], ke
         scur = conn.cursor()
         scur.execute(f"SELECT {exprs} FROM {_quote(schema)}.{_quote(table)}{where} ORDER BY {k} LIMIT {int(limit)}",
                      args)
-        rows = list(scur)
+        rows, size, cut = [], 0, False
+        for row in scur:
+            rows.append(row)
+            size += _row_bytes(row)
+            if max_bytes and size >= max_bytes and len(rows) < limit:
+                cut = True   # the rest of the result is read off the wire and dropped (the LIMIT keeps it small)
+                break
         scur.close()
         # still inside the transaction, whose metadata lock holds off any DDL since the SELECT began: the columns
         # the rows have are the ones the load began with, or the load stops here (the next attempt starts again)
@@ -172,7 +191,8 @@ def read_chunk(conn: Any, schema: str, table: str, columns: list[ColumnSpec], ke
     at = [c.name for c in columns].index(key.name)
     last = written.last[at] if written.last is not None else None
     return ChunkRead(segment.index, index, after, segment.upto, last, position, written.rows, out_dir, held,
-                     f"{os.getpid()}/{threading.current_thread().name}", t0, written.unrepresentable)
+                     f"{os.getpid()}/{threading.current_thread().name}", t0, written.unrepresentable,
+                     more=cut or written.rows >= limit, bytes=size)
 
 
 # a reader's connection: one per reader process (or thread), opened when the reader starts
@@ -208,8 +228,8 @@ def reader_pool(readers: int, conn_kwargs: dict[str, Any], opened: list[Any], na
 
 
 def _read(schema: str, table: str, columns: list[ColumnSpec], key: ColumnSpec, segment: Segment, after: Any,
-          limit: int, out_dir: Path, index: int) -> ChunkRead:
-    return read_chunk(_reader.conn, schema, table, columns, key, segment, after, limit, out_dir, index)
+          limit: int, out_dir: Path, index: int, max_bytes: int) -> ChunkRead:
+    return read_chunk(_reader.conn, schema, table, columns, key, segment, after, limit, out_dir, index, max_bytes)
 
 
 def _begin_load(conn: Any, spark: Any, lake: Any, schema: str, table: str, columns: list[ColumnSpec],
@@ -240,10 +260,11 @@ def columns_digest(columns: list[ColumnSpec]) -> str:
 
 
 def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: str, table: str, work_dir: Path, *,
-                   chunk_rows: int, readers: int = 1,
+                   chunk_rows: int, readers: int = 1, chunk_bytes: int = 0,
                    on_chunk: Callable[[ChunkRead], None] | None = None) -> ChunkedResult:
     """Load mirror/<schema>/<table> in chunks (resuming a load an earlier attempt began); the caller records
-    ``result.begin`` in the snapshot registry. ``on_chunk`` is called after each chunk's commit."""
+    ``result.begin`` in the snapshot registry. ``on_chunk`` is called after each chunk's commit. A chunk ends at
+    ``chunk_rows`` rows or ``chunk_bytes`` bytes of rows (0: no byte bound), whichever comes first."""
     from . import lake as L
 
     readers = max(1, readers)
@@ -262,9 +283,12 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
             log.warning("%s.%s: the table's columns changed since its chunked load began at %s: loading it again "
                         "from the start", schema, table, progress.begin if progress else "")
             progress = None
+        estimate, avg_len = _table_stats(conn_kwargs, schema, table)
+        # wide rows: fewer per chunk, so that a chunk cut at chunk_bytes leaves little of its SELECT unread
+        limit = max(1, min(chunk_rows, 2 * chunk_bytes // avg_len)) if chunk_bytes and avg_len else chunk_rows
         if progress is None:
             # segments enough to keep every reader busy to the end (four each), none much smaller than a chunk
-            wanted = min(4 * readers, max(1, estimated_rows(conn_kwargs, schema, table) // max(chunk_rows, 1)))
+            wanted = min(4 * readers, max(1, estimate // max(limit, 1)))
             begin, bounds = _begin_load(conn, spark, lake, schema, table, columns, key, wanted)
             done: dict[int, Any] = {}
         else:
@@ -282,8 +306,8 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
         def fill() -> None:   # up to two chunks per reader read or waiting, each of another segment
             while todo and len(running) < 2 * readers:
                 seg, after, i = todo.popleft()
-                running[pool.submit(_read, schema, table, columns, key, seg, after, chunk_rows,
-                                    work_dir / f"s{seg.index}-c{i}", i)] = seg
+                running[pool.submit(_read, schema, table, columns, key, seg, after, limit,
+                                    work_dir / f"s{seg.index}-c{i}", i, chunk_bytes)] = seg
 
         try:
             fill()
@@ -292,7 +316,7 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
                 for fut in finished:
                     running.pop(fut)
                     got = fut.result()   # a reader's error ends the load (the next attempt resumes)
-                    if got.rows >= chunk_rows:   # the segment goes on after this chunk, read while it is committed
+                    if got.more:   # the segment goes on after this chunk, read while it is committed
                         todo.append((segments[got.segment], got.last, got.index + 1))
                     fill()
                     if got.rows:
@@ -303,6 +327,7 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
                     result.rows += got.rows
                     result.readers.add(got.reader)
                     result.longest_hold = max(result.longest_hold, got.held_seconds)
+                    result.largest_chunk_bytes = max(result.largest_chunk_bytes, got.bytes)
                     for k, v in got.unrepresentable.items():
                         result.unrepresentable[k] = result.unrepresentable.get(k, 0) + v
                     if on_chunk is not None:

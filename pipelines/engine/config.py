@@ -104,6 +104,7 @@ class SnapshotSettings:
     chunk_rows: int = 100_000         # a large table's initial load: chunks of this many rows (0: never in chunks)
     chunked_above_rows: int = 1_000_000  # ... for tables InnoDB estimates at least this large
     readers: int = 2                  # ... read by this many reader processes at once (1: a thread of the run)
+    chunk_bytes: int = 64 * 1024 * 1024  # ... a chunk also ends at this many bytes of rows (a reader holds one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,6 +423,9 @@ def _validate(cfg: PipelineConfig, file: Path | str) -> PipelineConfig:
         raise err("sensor.reconcile_tables_per_run", f"{s.reconcile_tables_per_run} must be >= 0")
     if cfg.snapshot.chunk_rows < 0 or cfg.snapshot.chunked_above_rows < 0:
         raise err("snapshot.chunk_rows", "chunk_rows and chunked_above_rows must be >= 0 (chunk_rows 0: never)")
+    if cfg.snapshot.chunk_bytes < 1024 * 1024:
+        raise err("snapshot.chunk_bytes", f"{cfg.snapshot.chunk_bytes} must be at least 1048576 (1 MiB): a reader "
+                  "holds one chunk's rows in memory, at most this many bytes of them")
     if not 1 <= cfg.snapshot.readers <= 64:
         raise err("snapshot.readers", f"{cfg.snapshot.readers} must be in [1, 64] (each reader is a process with "
                   "its own connection to the source)")

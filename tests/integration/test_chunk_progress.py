@@ -106,3 +106,26 @@ def test_a_ddl_during_a_load_stops_it_before_rows_of_another_shape(mariadb_setti
     assert got == source_rows(mariadb_settings, schema, "t", cols) and got[(7,)]["a"] == "x7"
     with admin_conn.cursor() as cur:
         cur.execute(f"DROP DATABASE {schema}")
+
+
+def test_wide_rows_end_chunks_at_the_byte_bound(mariadb_settings: Any, admin_conn: Any, spark: Any,
+                                                tmp_path: Path) -> None:
+    """300 rows of 50 KB (15 MB), chunks of up to 1,000 rows but 1 MB: no chunk holds much more than 1 MB."""
+    schema, bound = "canal_chunk_wide", 1024 * 1024
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {schema}")
+        cur.execute(f"CREATE DATABASE {schema}")
+        cur.execute(f"CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, body LONGBLOB)")
+        cur.execute(f"INSERT INTO {schema}.t SELECT seq, REPEAT(CHAR(65 + seq % 26), 50000) "
+                    f"FROM {schema}.seq_1_to_300")
+    lake, kw = L.Lake(str(tmp_path / "lake")), mariadb_settings.repl_kwargs()
+    chunks: list[C.ChunkRead] = []
+    r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=1000, readers=1,
+                         chunk_bytes=bound, on_chunk=chunks.append)
+    assert r.rows == 300 and len(chunks) >= 15, (r.rows, len(chunks))
+    assert max(c.bytes for c in chunks) <= bound + 50_100, [c.bytes for c in chunks]   # at most one row past it
+    cols = table_columns(kw, schema, "t")
+    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
+    assert got == source_rows(mariadb_settings, schema, "t", cols) and len(got) == 300
+    with admin_conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {schema}")

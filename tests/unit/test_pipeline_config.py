@@ -165,6 +165,10 @@ def test_snapshot_settings(tmp_path: Path) -> None:
     assert e.value.key == "snapshot.chunk_rows"
     assert parse_config({}).snapshot.readers == 2
     assert load_config(write(tmp_path, "destination: shop\nsnapshot: {readers: 1}\n"), env={}).snapshot.readers == 1
+    assert parse_config({}).snapshot.chunk_bytes == 64 * 1024 * 1024
+    with pytest.raises(PipelineConfigError) as e:
+        load_config(write(tmp_path, "destination: shop\nsnapshot: {chunk_bytes: 1000}\n"), env={})
+    assert e.value.key == "snapshot.chunk_bytes"
     for bad in (0, 65):
         with pytest.raises(PipelineConfigError) as e:
             load_config(write(tmp_path, f"destination: shop\nsnapshot: {{readers: {bad}}}\n"), env={})

@@ -185,7 +185,7 @@ def mirror_in_chunks(context: AssetExecutionContext, config: PipelineConfig, nam
     t0 = time.monotonic()
     r = load_in_chunks(spark.session(), lake.lake(config.lake_subdir), config.conn_kwargs(), schema, table,
                        snapshot_data_dir(config, context.run.run_id) / name, chunk_rows=config.snapshot.chunk_rows,
-                       readers=config.snapshot.readers,
+                       readers=config.snapshot.readers, chunk_bytes=config.snapshot.chunk_bytes,
                        on_chunk=lambda c: context.log.info(
                            f"{name}: chunk {c.segment}.{c.index} ({c.after}, {c.last}]: {c.rows} rows at "
                            f"{format_position(c.position)}, transaction open {c.held_seconds:.2f} s"))
@@ -205,6 +205,7 @@ def mirror_in_chunks(context: AssetExecutionContext, config: PipelineConfig, nam
         "readers": len(r.readers),
         "resumed_after_keys": MetadataValue.text(resumed), "restarted_for_changed_columns": r.restarted,
         "longest_source_transaction_seconds": round(r.longest_hold, 3),
+        "largest_chunk_bytes": r.largest_chunk_bytes,
         "binlog_position": MetadataValue.text(format_position(r.begin)),
         "rows_per_second": round(r.rows / took, 1) if took > 0 else 0.0,
         "unrepresentable": MetadataValue.json(r.unrepresentable),
