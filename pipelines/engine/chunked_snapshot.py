@@ -10,8 +10,9 @@ kept, purge held back). Here, as in DBLog-style incremental snapshots, the table
              at once); the key range cut into segments of equal width; the mirror emptied, marked as loading from
              B with that plan (pipelines.engine.lake.snapshot_chunks)
     chunk:   START TRANSACTION WITH CONSISTENT SNAPSHOT -> position P >= B; SELECT ... WHERE key > last AND key <=
-             segment's upper bound ORDER BY key LIMIT chunk_rows; ROLLBACK. Its rows are appended with
-             _canal_pos = P - 1.
+             segment's upper bound ORDER BY key LIMIT chunk_rows (fewer for wide rows; the chunk also ends at
+             chunk_bytes of rows); the table's columns checked again (the transaction's metadata lock holds DDL
+             off); ROLLBACK. Its rows are appended with _canal_pos = P - 1.
     finish:  the mirror's txn version B - 1; the registry records B, so the next window run catches the mirror
              up by replaying the binlog from B.
 
@@ -25,10 +26,11 @@ outlives one chunk.
 Readers: ``readers`` processes (one thread when 1), each with its own connection, read chunks of different
 segments at once (a segment's next chunk starts after its last key, so one segment is read by one reader at a
 time); the load's process commits each chunk to Delta as it arrives. At most two chunks per reader are read and
-not yet committed (their Parquet parts on disk, nothing in memory).
+not yet committed (their Parquet parts on disk, nothing in memory); a reader process ends with the load's.
 
 A crash leaves the mirror marked and holding whole chunks (each is one commit, a segment's in key order): the next
-attempt starts each segment after its largest key in the mirror, never reading a finished chunk again.
+attempt starts each segment after its largest key in the mirror, never reading a finished chunk again. A table whose
+columns changed since the load began (a DDL) is loaded again from the start: chunks of two shapes make no table.
 
 Chunks need a single-column integer primary key (their ranges are compared in the source and in the mirror, and
 integer order is the same in both); other tables use the whole-table snapshot.
