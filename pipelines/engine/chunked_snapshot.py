@@ -126,19 +126,19 @@ def segments_of(bounds: list[Any]) -> list[Segment]:
 
 def estimated_rows(conn_kwargs: dict[str, Any], schema: str, table: str) -> int:
     """InnoDB's estimate of the table's rows (information_schema.TABLES), 0 when unknown."""
-    return _table_stats(conn_kwargs, schema, table)[0]
-
-
-def _table_stats(conn_kwargs: dict[str, Any], schema: str, table: str) -> tuple[int, int]:
-    """InnoDB's estimates of the table's rows and average row length in bytes (0 when unknown)."""
     conn = pymysql.connect(**conn_kwargs)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT TABLE_ROWS, AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-                        "AND TABLE_NAME = %s", (schema, table))
-            row = cur.fetchone()
+            return _table_stats(cur, schema, table)[0]
     finally:
         conn.close()
+
+
+def _table_stats(cur: Any, schema: str, table: str) -> tuple[int, int]:
+    """InnoDB's estimates of the table's rows and average row length in bytes (0 when unknown)."""
+    cur.execute("SELECT TABLE_ROWS, AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s", (schema, table))
+    row = cur.fetchone()
     return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
 
@@ -275,17 +275,18 @@ def load_in_chunks(spark: Any, lake: Any, conn_kwargs: dict[str, Any], schema: s
     try:
         cur = conn.cursor(pymysql.cursors.Cursor)
         columns = table_columns(cur, schema, table)
+        estimate, avg_len = _table_stats(cur, schema, table)
         cur.close()
         key = chunk_key(columns)
         if key is None:
             raise SnapshotError(f"{schema}.{table}: no single-column integer primary key to load in chunks")
         progress = L.chunked_progress(spark, lake, schema, table, key.name)
-        restarted = progress is not None and progress.columns not in ("", columns_digest(columns))
-        if restarted:   # a DDL since the load began: chunks of two shapes do not make one table; start again
+        restarted = False
+        if progress is not None and progress.columns not in ("", columns_digest(columns)):
+            # a DDL since the load began: chunks of two shapes do not make one table; start again
             log.warning("%s.%s: the table's columns changed since its chunked load began at %s: loading it again "
-                        "from the start", schema, table, progress.begin if progress else "")
-            progress = None
-        estimate, avg_len = _table_stats(conn_kwargs, schema, table)
+                        "from the start", schema, table, progress.begin)
+            progress, restarted = None, True
         # wide rows: fewer per chunk, so that a chunk cut at chunk_bytes leaves little of its SELECT unread
         limit = max(1, min(chunk_rows, 2 * chunk_bytes // avg_len)) if chunk_bytes and avg_len else chunk_rows
         if progress is None:

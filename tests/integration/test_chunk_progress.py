@@ -18,6 +18,7 @@ from pipelines.engine.reconcile import table_columns
 from pipelines.engine.snapshot import _write_parts
 from pipelines.engine.window import ColumnSpec
 from tests.integration.pipeline_driver import mirror_rows, source_rows
+from tests.support.schema import scratch_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_spark_session")]
 
@@ -45,14 +46,20 @@ def test_progress_per_segment(spark: Any, tmp_path: Path, mysql_type: str, base:
     assert L.chunked_progress(spark, lake, "s", "t", "id") is None
 
 
-def test_a_table_changed_during_its_load_is_loaded_again(mariadb_settings: Any, admin_conn: Any, spark: Any,
-                                                          tmp_path: Path) -> None:
+def _fill(admin: Any, schema: str, rows: int) -> None:
+    with admin.cursor() as cur:
+        cur.execute(f"INSERT INTO {schema}.t SELECT seq, seq % 5, CONCAT('b', seq) FROM {schema}.seq_1_to_{rows}")
+
+
+def _mirror_equals_source(spark: Any, settings: Any, lake: L.Lake, schema: str) -> dict[Any, Any]:
+    cols = table_columns(settings.repl_kwargs(), schema, "t")
+    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
+    assert got == source_rows(settings, schema, "t", cols)
+    return got
+
+
+def test_a_table_changed_during_its_load_is_loaded_again(mariadb_settings: Any, spark: Any, tmp_path: Path) -> None:
     schema = "canal_chunk_ddl"
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {schema}")
-        cur.execute(f"CREATE DATABASE {schema}")
-        cur.execute(f"CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(20))")
-        cur.execute(f"INSERT INTO {schema}.t SELECT seq, seq % 5, CONCAT('b', seq) FROM {schema}.seq_1_to_3000")
     lake, kw = L.Lake(str(tmp_path / "lake")), mariadb_settings.repl_kwargs()
     commits: list[int] = []
 
@@ -61,71 +68,55 @@ def test_a_table_changed_during_its_load_is_loaded_again(mariadb_settings: Any, 
         if len(commits) == 2:
             raise RuntimeError("the load dies here (test)")
 
-    with pytest.raises(RuntimeError, match="dies here"):
-        C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1,
-                         on_chunk=die_after_two)
-    assert commits == [500, 500]
-    with admin_conn.cursor() as cur:   # while the load is unfinished: a column renamed, another dropped
-        cur.execute(f"ALTER TABLE {schema}.t CHANGE b c VARCHAR(20), DROP COLUMN a")
-    r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1)
-    assert (r.restarted, r.resumed, r.rows) == (True, False, 3000)
-    cols = table_columns(kw, schema, "t")
-    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
-    assert got == source_rows(mariadb_settings, schema, "t", cols) and len(got) == 3000
-    names = set(spark.read.format("delta").load(lake.mirror_path(schema, "t")).columns)
-    assert {"id", "c"} <= names and not {"a", "b"} & names, names
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE {schema}")
+    with scratch_schema(mariadb_settings, schema, "t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(20))") as admin:
+        _fill(admin, schema, 3000)
+        with pytest.raises(RuntimeError, match="dies here"):
+            C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1,
+                             on_chunk=die_after_two)
+        assert commits == [500, 500]
+        with admin.cursor() as cur:   # while the load is unfinished: a column renamed, another dropped
+            cur.execute(f"ALTER TABLE {schema}.t CHANGE b c VARCHAR(20), DROP COLUMN a")
+        r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1)
+        assert (r.restarted, r.resumed, r.rows) == (True, False, 3000)
+        assert len(_mirror_equals_source(spark, mariadb_settings, lake, schema)) == 3000
+        names = set(spark.read.format("delta").load(lake.mirror_path(schema, "t")).columns)
+        assert {"id", "c"} <= names and not {"a", "b"} & names, names
 
 
-def test_a_ddl_during_a_load_stops_it_before_rows_of_another_shape(mariadb_settings: Any, admin_conn: Any,
-                                                                    spark: Any, tmp_path: Path) -> None:
+def test_a_ddl_during_a_load_stops_it_before_rows_of_another_shape(mariadb_settings: Any, spark: Any,
+                                                                    tmp_path: Path) -> None:
     schema = "canal_chunk_ddl2"
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {schema}")
-        cur.execute(f"CREATE DATABASE {schema}")
-        cur.execute(f"CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(20))")
-        cur.execute(f"INSERT INTO {schema}.t SELECT seq, seq % 5, CONCAT('b', seq) FROM {schema}.seq_1_to_3000")
     lake, kw = L.Lake(str(tmp_path / "lake")), mariadb_settings.repl_kwargs()
-    altered: list[int] = []
+    with scratch_schema(mariadb_settings, schema, "t (id BIGINT PRIMARY KEY, a INT, b VARCHAR(20))") as admin:
+        _fill(admin, schema, 3000)
+        altered: list[int] = []
 
-    def alter_after_the_first(c: C.ChunkRead) -> None:   # a's values become text that is no integer
-        if not altered:
-            altered.append(c.index)
-            with admin_conn.cursor() as cur:
-                cur.execute(f"ALTER TABLE {schema}.t MODIFY a VARCHAR(20)")
-                cur.execute(f"UPDATE {schema}.t SET a = CONCAT('x', id)")
+        def alter_after_the_first(c: C.ChunkRead) -> None:   # a's values become text that is no integer
+            if not altered:
+                altered.append(c.index)
+                with admin.cursor() as cur:
+                    cur.execute(f"ALTER TABLE {schema}.t MODIFY a VARCHAR(20)")
+                    cur.execute(f"UPDATE {schema}.t SET a = CONCAT('x', id)")
 
-    with pytest.raises(C.SnapshotError, match="columns changed during its chunked load"):
-        C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1,
-                         on_chunk=alter_after_the_first)
-    r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1)
-    assert (r.restarted, r.rows, r.unrepresentable) == (True, 3000, {})
-    cols = table_columns(kw, schema, "t")
-    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
-    assert got == source_rows(mariadb_settings, schema, "t", cols) and got[(7,)]["a"] == "x7"
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE {schema}")
+        with pytest.raises(C.SnapshotError, match="columns changed during its chunked load"):
+            C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1,
+                             on_chunk=alter_after_the_first)
+        r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=500, readers=1)
+        assert (r.restarted, r.rows, r.unrepresentable) == (True, 3000, {})
+        assert _mirror_equals_source(spark, mariadb_settings, lake, schema)[(7,)]["a"] == "x7"
 
 
-def test_wide_rows_end_chunks_at_the_byte_bound(mariadb_settings: Any, admin_conn: Any, spark: Any,
-                                                tmp_path: Path) -> None:
+def test_wide_rows_end_chunks_at_the_byte_bound(mariadb_settings: Any, spark: Any, tmp_path: Path) -> None:
     """300 rows of 50 KB (15 MB), chunks of up to 1,000 rows but 1 MB: no chunk holds much more than 1 MB."""
     schema, bound = "canal_chunk_wide", 1024 * 1024
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {schema}")
-        cur.execute(f"CREATE DATABASE {schema}")
-        cur.execute(f"CREATE TABLE {schema}.t (id BIGINT PRIMARY KEY, body LONGBLOB)")
-        cur.execute(f"INSERT INTO {schema}.t SELECT seq, REPEAT(CHAR(65 + seq % 26), 50000) "
-                    f"FROM {schema}.seq_1_to_300")
     lake, kw = L.Lake(str(tmp_path / "lake")), mariadb_settings.repl_kwargs()
     chunks: list[C.ChunkRead] = []
-    r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=1000, readers=1,
-                         chunk_bytes=bound, on_chunk=chunks.append)
-    assert r.rows == 300 and len(chunks) >= 15, (r.rows, len(chunks))
-    assert max(c.bytes for c in chunks) <= bound + 50_100, [c.bytes for c in chunks]   # at most one row past it
-    cols = table_columns(kw, schema, "t")
-    got = mirror_rows(spark, lake.mirror_path(schema, "t"), cols)
-    assert got == source_rows(mariadb_settings, schema, "t", cols) and len(got) == 300
-    with admin_conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE {schema}")
+    with scratch_schema(mariadb_settings, schema, "t (id BIGINT PRIMARY KEY, body LONGBLOB)") as admin:
+        with admin.cursor() as cur:
+            cur.execute(f"INSERT INTO {schema}.t SELECT seq, REPEAT(CHAR(65 + seq % 26), 50000) "
+                        f"FROM {schema}.seq_1_to_300")
+        r = C.load_in_chunks(spark, lake, kw, schema, "t", tmp_path / "w", chunk_rows=1000, readers=1,
+                             chunk_bytes=bound, on_chunk=chunks.append)
+        assert r.rows == 300 and len(chunks) >= 15, (r.rows, len(chunks))
+        assert max(c.bytes for c in chunks) <= bound + 50_100, [c.bytes for c in chunks]   # at most one row past it
+        assert len(_mirror_equals_source(spark, mariadb_settings, lake, schema)) == 300

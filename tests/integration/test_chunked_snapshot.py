@@ -9,7 +9,7 @@ the mirror up and it equals the source row for row. Meanwhile a sampler of infor
 load's read-only transactions: none stays open longer than BOUND seconds (a whole-table snapshot holds one for the
 whole read).
 
-The same test at the issue's scale (a documented command, not in the suite; figures in BENCHMARKS.md):
+The same test at 20M rows (a documented command, not in the suite; figures in BENCHMARKS.md):
 
     CANAL_TEST_CHUNKED_ROWS=20000000 CANAL_TEST_CHUNK_ROWS=500000 scripts/test.sh -n 0 -s \
         tests/integration/test_chunked_snapshot.py

@@ -196,8 +196,7 @@ def mirror_in_chunks(context: AssetExecutionContext, config: PipelineConfig, nam
                      f"{r.rows} rows in {r.chunks} chunks over {r.segments} key segments"
                      f"{' (resumed, by segment after key: ' + resumed + ')' if r.resumed else ''}"
                      f"{' (started again: the columns changed since the unfinished load began)' if r.restarted else ''}"
-                     f", longest "
-                     f"source transaction {r.longest_hold:.2f} s; the stream catches up from "
+                     f", longest source transaction {r.longest_hold:.2f} s; the stream catches up from "
                      f"{format_position(r.begin)}")
     return MaterializeResult(metadata={
         "rows_inserted": r.rows, "rows_updated": 0, "rows_deleted": 0, "snapshot_rows": r.rows,

@@ -16,9 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # mirror columns after the table's own: the position (and row index) of the change that wrote the row, its time
 MIRROR_META = (COL_POS, COL_ROW, COL_TS)
-# table property marking a mirror whose source table was dropped (value: the DROP's order key)
 PROP_CHUNKED = "canal.snapshot.chunked"   # a chunked load under way (lake.snapshot_chunks): its begin position
-PROP_CHUNK_PLAN = "canal.snapshot.chunked.plan"   # ... and its key segments' upper bounds (JSON list)
+# ... and its plan: JSON {"bounds": the key segments' upper bounds, "columns": a digest of the table's columns}
+PROP_CHUNK_PLAN = "canal.snapshot.chunked.plan"
+# table property marking a mirror whose source table was dropped (value: the DROP's order key)
 PROP_DROPPED = "canal.dropped"
 # table property: the order key of the last TRUNCATE / DROP TABLE / RENAME away that emptied the mirror
 PROP_EMPTIED = "canal.emptied"

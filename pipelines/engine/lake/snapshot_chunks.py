@@ -30,12 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+
+def _properties(spark: SparkSession, lake: Lake, schema: str, table: str) -> dict[str, str]:
+    path = lake.mirror_path(schema, table)
+    return table_state(spark, path, mirror_app_id(schema, table)).properties if is_delta_table(spark, path) else {}
+
+
 def chunked_begin(spark: SparkSession, lake: Lake, schema: str, table: str) -> str | None:
     """The begin position ("file:offset") of a chunked load under way in the mirror, else None."""
-    path = lake.mirror_path(schema, table)
-    if not is_delta_table(spark, path):
-        return None
-    return table_state(spark, path, mirror_app_id(schema, table)).properties.get(PROP_CHUNKED) or None
+    return _properties(spark, lake, schema, table).get(PROP_CHUNKED) or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,23 +55,18 @@ def chunked_progress(spark: SparkSession, lake: Lake, schema: str, table: str, k
     chunks are committed in key order, so its largest key written is where it goes on."""
     from pyspark.sql import functions as F
 
-    path = lake.mirror_path(schema, table)
-    if not is_delta_table(spark, path):
-        return None
-    props = table_state(spark, path, mirror_app_id(schema, table)).properties
+    props = _properties(spark, lake, schema, table)
     begin = props.get(PROP_CHUNKED)
     if not begin:
         return None
     plan = json.loads(props.get(PROP_CHUNK_PLAN) or "{}")
-    if isinstance(plan, list):   # a plan of bounds alone
-        plan = {"bounds": plan}
     bounds: list[Any] = plan.get("bounds", [None])
     k = F.col(_q(key))
     segment: Any = F.lit(len(bounds) - 1)
     for i in reversed(range(len(bounds) - 1)):
         segment = F.when(k <= _key_literal(bounds[i]), F.lit(i)).otherwise(segment)
-    rows = (spark.read.format("delta").load(path).where(k.isNotNull()).groupBy(segment.alias("s"))
-            .agg(F.max(k).alias("k")).collect())
+    mirror = spark.read.format("delta").load(lake.mirror_path(schema, table))
+    rows = mirror.where(k.isNotNull()).groupBy(segment.alias("s")).agg(F.max(k).alias("k")).collect()
     return ChunkedProgress(begin, bounds, str(plan.get("columns", "")), {int(r["s"]): r["k"] for r in rows})
 
 
